@@ -1,0 +1,55 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { LastUseRecorder } from './auth/last-use.ts';
+import type { PublicRateLimiter } from './auth/rate-limit.ts';
+import type { Config } from './config.ts';
+import type { Database } from './db/schema.ts';
+import { registerErrorHandling } from './errors.ts';
+import { publicApiRoutes } from './routes/public/index.ts';
+import type { Services } from './services/index.ts';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    config: Config;
+    db: Kysely<Database>;
+    rateLimiter: PublicRateLimiter;
+    lastUse: LastUseRecorder;
+  }
+}
+
+// A caller's request id is echoed only if it is short and plain, so it cannot forge log lines.
+const CALLER_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+function requestId(req: IncomingMessage): string {
+  const given = req.headers['x-request-id'];
+  return typeof given === 'string' && CALLER_REQUEST_ID.test(given) ? given : randomUUID();
+}
+
+/** Builds the whole HTTP application on the given services; `server.ts` owns the process. */
+export async function buildApp(config: Config, services: Services): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: {
+      level: config.logLevel,
+      redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], censor: '[redacted]' },
+    },
+    genReqId: requestId,
+    requestIdHeader: false,
+    return503OnClosing: true,
+  });
+
+  app.decorate('config', config);
+  app.decorate('db', services.database.db);
+  app.decorate('rateLimiter', services.rateLimiter);
+  app.decorate('lastUse', services.lastUse);
+  app.decorateRequest('apiKey', null as never);
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+  registerErrorHandling(app);
+
+  await app.register(publicApiRoutes, { prefix: '/api/v1/public' });
+  return app;
+}

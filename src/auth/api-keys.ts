@@ -1,0 +1,66 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { apiKeyRepository, type KeyForAuth } from '../db/repositories/api-keys.ts';
+import { ApiError } from '../errors.ts';
+
+/**
+ * The one key-verification path: every public route runs `authenticateApiKey` first, in the
+ * order DESIGN.md fixes: header → key → plan → scope → rate limit.
+ */
+
+export const API_KEY_SCOPES = ['read', 'read-write', 'admin'] as const;
+export type ApiKeyScope = (typeof API_KEY_SCOPES)[number];
+export type ApiKeyState = 'active' | 'disabled' | 'revoked' | 'expired';
+
+const BEARER_HEADER = /^Bearer (svc_[0-9a-f]{40})$/;
+const READ_METHODS = new Set(['GET', 'HEAD']);
+
+export function hashApiKey(rawKey: string): string {
+  return createHash('sha256').update(rawKey).digest('hex');
+}
+
+/** A new raw key from the CSPRNG, its hash for storage and its display prefix. */
+export function generateApiKey(): { rawKey: string; keyHash: string; prefix: string } {
+  const rawKey = `svc_${randomBytes(20).toString('hex')}`;
+  return { rawKey, keyHash: hashApiKey(rawKey), prefix: rawKey.slice(0, 12) };
+}
+
+/** The state a person sees: `expired` is derived from the expiry, to the millisecond. */
+export function effectiveState(key: { state: string; expires_at: string | null }, now: Date): ApiKeyState {
+  if (key.state === 'active' && key.expires_at !== null && Date.parse(key.expires_at) <= now.getTime()) {
+    return 'expired';
+  }
+  return key.state as ApiKeyState;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The verified key and its account; set by `authenticateApiKey` on public routes. */
+    apiKey: KeyForAuth;
+  }
+}
+
+export async function authenticateApiKey(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  const header = request.headers.authorization;
+  const match = header === undefined ? null : BEARER_HEADER.exec(header);
+  if (match === null) throw ApiError.apiKeyRequired();
+
+  const now = new Date();
+  const key = await apiKeyRepository.findForAuthByHash(request.server.db, hashApiKey(match[1] as string));
+  if (key === undefined || effectiveState(key, now) !== 'active') throw ApiError.apiKeyInvalid();
+  if (key.api_access !== 1) throw ApiError.featureNotAvailable();
+  if (!READ_METHODS.has(request.method) && key.scope === 'read') {
+    throw ApiError.insufficientScope(request.method, key.scope);
+  }
+
+  const window = await request.server.rateLimiter.consume(key.id, key.rate_limit_per_hour);
+  if (!window.allowed) throw ApiError.rateLimitExceeded(key.rate_limit_per_hour, window.retryAfterSeconds);
+  reply.headers({
+    'x-ratelimit-limit': key.rate_limit_per_hour,
+    'x-ratelimit-remaining': window.remaining,
+    'x-ratelimit-reset': window.resetEpochSeconds,
+  });
+
+  request.server.lastUse.record(key.id, now);
+  request.apiKey = key;
+}

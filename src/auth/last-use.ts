@@ -1,0 +1,47 @@
+import type { Kysely } from 'kysely';
+import { apiKeyRepository } from '../db/repositories/api-keys.ts';
+import type { Database } from '../db/schema.ts';
+
+/**
+ * Records when each key was last used without a database write per request: uses are kept in
+ * memory and written in one pass every few seconds, and once more when the server stops.
+ */
+export class LastUseRecorder {
+  private pending = new Map<string, Date>();
+  private readonly timer: NodeJS.Timeout;
+  private flushing: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly onError: (error: unknown) => void,
+    intervalMs = 5000,
+  ) {
+    this.timer = setInterval(() => void this.flush(), intervalMs);
+    this.timer.unref();
+  }
+
+  record(keyId: string, at: Date): void {
+    this.pending.set(keyId, at);
+  }
+
+  /** Writes every pending use; safe to call at any time, writes run one after another. */
+  flush(): Promise<void> {
+    this.flushing = this.flushing.then(async () => {
+      if (this.pending.size === 0) return;
+      const batch = this.pending;
+      this.pending = new Map();
+      try {
+        for (const [keyId, at] of batch)
+          await apiKeyRepository.recordLastUse(this.db, keyId, at.toISOString());
+      } catch (error) {
+        this.onError(error);
+      }
+    });
+    return this.flushing;
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    await this.flush();
+  }
+}

@@ -1,0 +1,99 @@
+import { Redis } from 'ioredis';
+import {
+  type RateLimiterAbstract,
+  RateLimiterMemory,
+  RateLimiterRedis,
+  type RateLimiterRes,
+} from 'rate-limiter-flexible';
+
+/**
+ * Hourly request allowance per API key: a fixed window that opens at the key's first counted
+ * request. The allowance belongs to the account and may change at any time, so the limiter only
+ * counts and the comparison with the allowance happens per request.
+ */
+
+export interface RateLimitWindow {
+  allowed: boolean;
+  remaining: number;
+  /** Absolute Unix time, in seconds, at which the window resets. */
+  resetEpochSeconds: number;
+  /** Whole seconds until the window resets, at least 1. */
+  retryAfterSeconds: number;
+}
+
+const WINDOW_SECONDS = 3600;
+// The counter itself never refuses: the account's allowance is compared per request.
+const UNBOUNDED_POINTS = Number.MAX_SAFE_INTEGER;
+
+export class PublicRateLimiter {
+  private constructor(
+    private readonly limiter: RateLimiterAbstract,
+    private readonly redis: Redis | null,
+  ) {}
+
+  static inMemory(): PublicRateLimiter {
+    return new PublicRateLimiter(
+      new RateLimiterMemory({ keyPrefix: 'public-api', points: UNBOUNDED_POINTS, duration: WINDOW_SECONDS }),
+      null,
+    );
+  }
+
+  /**
+   * Counts in Redis, shared by every instance. Should Redis fail, each instance falls back to its
+   * own in-memory count (the insurance limiter) rather than refusing or waving requests through.
+   */
+  static withRedis(redisUrl: string, keyPrefix = 'safety-api:rl'): PublicRateLimiter {
+    const redis = new Redis(redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+    redis.on('error', () => {
+      // Reconnection is automatic and the insurance limiter covers the gap; errors are not fatal.
+    });
+    const limiter = new RateLimiterRedis({
+      storeClient: redis,
+      keyPrefix,
+      points: UNBOUNDED_POINTS,
+      duration: WINDOW_SECONDS,
+      insuranceLimiter: new RateLimiterMemory({
+        keyPrefix: `${keyPrefix}:insurance`,
+        points: UNBOUNDED_POINTS,
+        duration: WINDOW_SECONDS,
+      }),
+    });
+    return new PublicRateLimiter(limiter, redis);
+  }
+
+  /** Waits until Redis answers (at most `timeoutMs`); returns false if it did not. */
+  async ready(timeoutMs = 3000): Promise<boolean> {
+    const redis = this.redis;
+    if (redis === null || redis.status === 'ready') return true;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(false), timeoutMs);
+      redis.once('ready', () => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+  }
+
+  /** Counts one request of `keyId`; a refused request is not counted. */
+  async consume(keyId: string, allowance: number): Promise<RateLimitWindow> {
+    const res = (await this.limiter.consume(keyId, 1)) as RateLimiterRes;
+    const allowed = res.consumedPoints <= allowance;
+    if (!allowed) await this.refund(keyId);
+    const msBeforeNext = Math.max(res.msBeforeNext, 0);
+    return {
+      allowed,
+      remaining: Math.max(allowance - res.consumedPoints, 0),
+      resetEpochSeconds: Math.ceil((Date.now() + msBeforeNext) / 1000),
+      retryAfterSeconds: Math.max(Math.ceil(msBeforeNext / 1000), 1),
+    };
+  }
+
+  /** Gives back one counted request (a 304 or a refused request does not count). */
+  async refund(keyId: string): Promise<void> {
+    await this.limiter.reward(keyId, 1);
+  }
+
+  async close(): Promise<void> {
+    if (this.redis !== null) this.redis.disconnect();
+  }
+}

@@ -1,0 +1,50 @@
+import { mkdir, rm } from 'node:fs/promises';
+import { hashPassword } from '../auth/passwords.ts';
+import { loadConfig } from '../config.ts';
+import { userRepository } from '../db/repositories/users.ts';
+import { DEMO_ACCOUNT_ID, DEMO_ADMIN_EMAIL, demoRecords, writeNdjson } from '../demo/demo-data.ts';
+import { importFile } from '../import/import.ts';
+import { serve } from '../server.ts';
+import { apiKeyService } from '../services/api-key-service.ts';
+import { type Io, withDatabase } from './context.ts';
+
+const DEMO_DB = './data/demo.db';
+const DEMO_FILE = './data/demo.ndjson';
+const DEMO_PASSWORD = 'demo-password-2026';
+
+/**
+ * `npm run demo`: a fresh demo database under ./data (its own file, whatever DATABASE_URL says),
+ * a demo key printed once, then the server.
+ */
+export async function demoCommand(_args: string[], io: Io): Promise<void> {
+  process.env.DATABASE_URL = `sqlite:${DEMO_DB}`;
+  const config = loadConfig();
+  await mkdir('./data', { recursive: true });
+  for (const suffix of ['', '-wal', '-shm']) await rm(`${DEMO_DB}${suffix}`, { force: true });
+  await writeNdjson(DEMO_FILE, demoRecords({ incidents: 600 }));
+
+  const rawKey = await withDatabase(async (db) => {
+    const counts = await importFile(db, DEMO_FILE);
+    const admin = await userRepository.findByEmail(db, DEMO_ADMIN_EMAIL);
+    if (admin !== undefined)
+      await userRepository.setPasswordHash(db, admin.id, await hashPassword(DEMO_PASSWORD));
+    io.out(
+      `Demo account ${DEMO_ACCOUNT_ID}: ${counts.incident} incidents, ${counts.user} users, ` +
+        `${counts.department} departments, ${counts.location} locations (${DEMO_DB}).`,
+    );
+    const { rawKey } = await apiKeyService.create(db, {
+      accountId: DEMO_ACCOUNT_ID,
+      name: 'Demo key',
+      actor: 'cli',
+    });
+    return rawKey;
+  });
+
+  const local = `http://localhost:${config.port}`;
+  io.out('');
+  io.out(`Demo API key (shown once): ${rawKey}`);
+  io.out(`Try it:  curl -s -H "Authorization: Bearer ${rawKey}" "${local}/api/v1/public/incidents?limit=5"`);
+  io.out(`Admin panel: ${local}/admin  (${DEMO_ADMIN_EMAIL} / ${DEMO_PASSWORD})`);
+  io.out('');
+  await serve(config);
+}

@@ -1,0 +1,90 @@
+/**
+ * The one configuration loader. Every process (server, CLI, tests) reads its settings through
+ * `loadConfig`, so a bad value is reported the same way everywhere: one readable message.
+ */
+
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+
+export interface Config {
+  port: number;
+  host: string;
+  /** Public origin of the service, without a trailing slash, e.g. `https://api.example.com`. */
+  baseUrl: string;
+  databaseUrl: string;
+  /** `null` keeps rate-limit counters in process memory. */
+  redisUrl: string | null;
+  logLevel: LogLevel;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+export const DEFAULT_DATABASE_URL = 'sqlite:./data/safety-api.db';
+
+function parsePort(raw: string | undefined, problems: string[]): number {
+  if (raw === undefined || raw === '') return 8080;
+  if (!/^\d+$/.test(raw) || Number(raw) > 65535) {
+    problems.push(`PORT must be an integer from 0 to 65535 (got "${raw}")`);
+    return 8080;
+  }
+  return Number(raw);
+}
+
+function parseUrl(name: string, raw: string, protocols: string[], problems: string[]): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    problems.push(`${name} must be a URL (got "${raw}")`);
+    return raw;
+  }
+  if (!protocols.includes(url.protocol)) {
+    problems.push(`${name} must start with ${protocols.map((p) => `${p}//`).join(' or ')} (got "${raw}")`);
+  }
+  return raw;
+}
+
+function parseDatabaseUrl(raw: string | undefined, problems: string[]): string {
+  if (raw === undefined || raw === '') return DEFAULT_DATABASE_URL;
+  if (raw.startsWith('sqlite:')) {
+    if (raw.length === 'sqlite:'.length)
+      problems.push('DATABASE_URL "sqlite:" needs a file path, e.g. sqlite:./data/safety-api.db');
+    return raw;
+  }
+  if (raw.startsWith('postgres://') || raw.startsWith('postgresql://')) {
+    return parseUrl('DATABASE_URL', raw, ['postgres:', 'postgresql:'], problems);
+  }
+  problems.push(`DATABASE_URL must be sqlite:PATH or postgres://… (got "${raw}")`);
+  return raw;
+}
+
+/** Reads and validates the environment; throws one ConfigError listing every bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const problems: string[] = [];
+  const port = parsePort(env.PORT, problems);
+  const host = env.HOST === undefined || env.HOST === '' ? '0.0.0.0' : env.HOST;
+
+  let baseUrl = `http://localhost:${port}`;
+  if (env.BASE_URL !== undefined && env.BASE_URL !== '') {
+    baseUrl = parseUrl('BASE_URL', env.BASE_URL, ['http:', 'https:'], problems).replace(/\/+$/, '');
+  }
+
+  const databaseUrl = parseDatabaseUrl(env.DATABASE_URL, problems);
+
+  let redisUrl: string | null = null;
+  if (env.REDIS_URL !== undefined && env.REDIS_URL !== '') {
+    redisUrl = parseUrl('REDIS_URL', env.REDIS_URL, ['redis:', 'rediss:'], problems);
+  }
+
+  let logLevel: LogLevel = 'info';
+  if (env.LOG_LEVEL !== undefined && env.LOG_LEVEL !== '') {
+    if ((LOG_LEVELS as readonly string[]).includes(env.LOG_LEVEL)) logLevel = env.LOG_LEVEL as LogLevel;
+    else problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${env.LOG_LEVEL}")`);
+  }
+
+  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  return { port, host, baseUrl, databaseUrl, redisUrl, logLevel };
+}

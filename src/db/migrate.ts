@@ -1,0 +1,23 @@
+import { type Kysely, type Migration, Migrator } from 'kysely';
+import * as initial from './migrations/0001_initial.ts';
+import type { Database } from './schema.ts';
+
+/**
+ * Every migration, in order. Listed here rather than read from disk so that the set is fixed at
+ * build time and identical in SQLite and PostgreSQL. Add new ones at the end, never edit old ones.
+ */
+export const migrations: Record<string, Migration> = {
+  '0001_initial': initial,
+};
+
+/** Applies pending migrations; throws with the failing migration's name and cause. */
+export async function migrateToLatest(db: Kysely<Database>): Promise<string[]> {
+  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
+  const { error, results } = await migrator.migrateToLatest();
+  const failed = results?.find((r) => r.status === 'Error');
+  if (error !== undefined) {
+    const cause = error instanceof Error ? error.message : String(error);
+    throw new Error(`migration ${failed?.migrationName ?? '(unknown)'} failed: ${cause}`);
+  }
+  return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+}

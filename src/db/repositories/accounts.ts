@@ -1,0 +1,53 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../schema.ts';
+
+export interface AccountRow {
+  id: string;
+  name: string;
+  api_access: number;
+  rate_limit_per_hour: number;
+  incident_count: number;
+  data_version: number;
+}
+
+export type AccountInput = Omit<AccountRow, 'incident_count' | 'data_version'>;
+
+export const accountRepository = {
+  async findById(db: Kysely<Database>, id: string): Promise<AccountRow | undefined> {
+    return db
+      .selectFrom('accounts')
+      .select(['id', 'name', 'api_access', 'rate_limit_per_hour', 'incident_count', 'data_version'])
+      .where('id', '=', id)
+      .executeTakeFirst();
+  },
+
+  async listIds(db: Kysely<Database>): Promise<string[]> {
+    const rows = await db.selectFrom('accounts').select('id').execute();
+    return rows.map((r) => r.id);
+  },
+
+  async upsertMany(db: Kysely<Database>, accounts: AccountInput[], now: string): Promise<void> {
+    if (accounts.length === 0) return;
+    await db
+      .insertInto('accounts')
+      .values(accounts.map((a) => ({ ...a, created_at: now, updated_at: now })))
+      .onConflict((oc) =>
+        oc.column('id').doUpdateSet((eb) => ({
+          name: eb.ref('excluded.name'),
+          api_access: eb.ref('excluded.api_access'),
+          rate_limit_per_hour: eb.ref('excluded.rate_limit_per_hour'),
+          updated_at: eb.ref('excluded.updated_at'),
+        })),
+      )
+      .execute();
+  },
+
+  /** Records a new incident count and bumps the data version (cache keys and ETags follow it). */
+  async recordIncidentChange(db: Kysely<Database>, accountId: string, incidentCount: number): Promise<void> {
+    await db
+      .updateTable('accounts')
+      .set((eb) => ({ incident_count: incidentCount, data_version: eb('data_version', '+', 1) }))
+      .where('id', '=', accountId)
+      .execute();
+  },
+};

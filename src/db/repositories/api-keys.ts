@@ -1,0 +1,133 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../schema.ts';
+
+export interface ApiKeyRow {
+  id: string;
+  account_id: string;
+  name: string;
+  prefix: string;
+  scope: string;
+  state: string;
+  expires_at: string | null;
+  last_used_at: string | null;
+  created_by: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** What a request needs to know about its key and account, read in one indexed lookup. */
+export interface KeyForAuth {
+  id: string;
+  account_id: string;
+  scope: string;
+  state: string;
+  expires_at: string | null;
+  api_access: number;
+  rate_limit_per_hour: number;
+  incident_count: number;
+  data_version: number;
+}
+
+export interface ApiKeyEventRow {
+  id: number;
+  key_id: string;
+  actor: string;
+  action: string;
+  detail: string | null;
+  created_at: string;
+}
+
+const COLUMNS = [
+  'id',
+  'account_id',
+  'name',
+  'prefix',
+  'scope',
+  'state',
+  'expires_at',
+  'last_used_at',
+  'created_by',
+  'created_at',
+  'updated_at',
+] as const;
+
+export const apiKeyRepository = {
+  async findForAuthByHash(db: Kysely<Database>, keyHash: string): Promise<KeyForAuth | undefined> {
+    return db
+      .selectFrom('api_keys as k')
+      .innerJoin('accounts as a', 'a.id', 'k.account_id')
+      .select([
+        'k.id',
+        'k.account_id',
+        'k.scope',
+        'k.state',
+        'k.expires_at',
+        'a.api_access',
+        'a.rate_limit_per_hour',
+        'a.incident_count',
+        'a.data_version',
+      ])
+      .where('k.key_hash', '=', keyHash)
+      .executeTakeFirst();
+  },
+
+  async findById(db: Kysely<Database>, id: string): Promise<ApiKeyRow | undefined> {
+    return db.selectFrom('api_keys').select(COLUMNS).where('id', '=', id).executeTakeFirst();
+  },
+
+  async listByAccount(db: Kysely<Database>, accountId: string): Promise<ApiKeyRow[]> {
+    return db
+      .selectFrom('api_keys')
+      .select(COLUMNS)
+      .where('account_id', '=', accountId)
+      .orderBy('created_at', 'desc')
+      .orderBy('id')
+      .execute();
+  },
+
+  async insert(db: Kysely<Database>, row: ApiKeyRow & { key_hash: string }): Promise<void> {
+    await db.insertInto('api_keys').values(row).execute();
+  },
+
+  async update(
+    db: Kysely<Database>,
+    id: string,
+    patch: Partial<Pick<ApiKeyRow, 'name' | 'scope' | 'state'>> & { updated_at: string },
+  ): Promise<void> {
+    await db.updateTable('api_keys').set(patch).where('id', '=', id).execute();
+  },
+
+  /** Moves `last_used_at` forward only, so that instances flushing out of order never move it back. */
+  async recordLastUse(db: Kysely<Database>, id: string, usedAt: string): Promise<void> {
+    await db
+      .updateTable('api_keys')
+      .set({ last_used_at: usedAt })
+      .where('id', '=', id)
+      .where((eb) => eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<', usedAt)]))
+      .execute();
+  },
+
+  async insertEvent(
+    db: Kysely<Database>,
+    event: {
+      account_id: string;
+      key_id: string;
+      actor: string;
+      action: string;
+      detail: string | null;
+      created_at: string;
+    },
+  ): Promise<void> {
+    await db.insertInto('api_key_events').values(event).execute();
+  },
+
+  async listEvents(db: Kysely<Database>, accountId: string, limit: number): Promise<ApiKeyEventRow[]> {
+    return db
+      .selectFrom('api_key_events')
+      .select(['id', 'key_id', 'actor', 'action', 'detail', 'created_at'])
+      .where('account_id', '=', accountId)
+      .orderBy('id', 'desc')
+      .limit(limit)
+      .execute();
+  },
+};

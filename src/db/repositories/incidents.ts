@@ -1,0 +1,123 @@
+import { type Kysely, sql } from 'kysely';
+import type { Database } from '../schema.ts';
+
+export interface IncidentRow {
+  id: string;
+  incident_number: string;
+  description: string | null;
+  status: string;
+  severity_likelihood: number | null;
+  severity_impact: number | null;
+  location: string | null;
+  incident_date: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export type IncidentInput = IncidentRow & { account_id: string };
+
+const COLUMNS = [
+  'id',
+  'incident_number',
+  'description',
+  'status',
+  'severity_likelihood',
+  'severity_impact',
+  'location',
+  'incident_date',
+  'created_at',
+  'updated_at',
+] as const;
+
+export const incidentRepository = {
+  /**
+   * Incidents whose position lies in [lowest, highest], newest first. Positions are dense ranks
+   * (see schema.ts), so this is an index range read whatever the depth of the page.
+   */
+  async listByPositionRange(
+    db: Kysely<Database>,
+    accountId: string,
+    lowest: number,
+    highest: number,
+  ): Promise<IncidentRow[]> {
+    return db
+      .selectFrom('incidents')
+      .select(COLUMNS)
+      .where('account_id', '=', accountId)
+      .where('position', '>=', lowest)
+      .where('position', '<=', highest)
+      .orderBy('position', 'desc')
+      .execute();
+  },
+
+  async findById(db: Kysely<Database>, accountId: string, id: string): Promise<IncidentRow | undefined> {
+    return db
+      .selectFrom('incidents')
+      .select(COLUMNS)
+      .where('id', '=', id)
+      .where('account_id', '=', accountId)
+      .executeTakeFirst();
+  },
+
+  /** Inserts or updates by id. New rows get their position from `rerank`. */
+  async upsertMany(db: Kysely<Database>, incidents: IncidentInput[]): Promise<void> {
+    if (incidents.length === 0) return;
+    await db
+      .insertInto('incidents')
+      .values(incidents)
+      .onConflict((oc) =>
+        oc.column('id').doUpdateSet((eb) => ({
+          incident_number: eb.ref('excluded.incident_number'),
+          description: eb.ref('excluded.description'),
+          status: eb.ref('excluded.status'),
+          severity_likelihood: eb.ref('excluded.severity_likelihood'),
+          severity_impact: eb.ref('excluded.severity_impact'),
+          location: eb.ref('excluded.location'),
+          incident_date: eb.ref('excluded.incident_date'),
+          created_at: eb.ref('excluded.created_at'),
+          updated_at: eb.ref('excluded.updated_at'),
+        })),
+      )
+      .execute();
+  },
+
+  async countForAccount(db: Kysely<Database>, accountId: string): Promise<number> {
+    const row = await db
+      .selectFrom('incidents')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('account_id', '=', accountId)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  },
+
+  /**
+   * Re-derives the dense positions of an account's incidents. `from` is the smallest
+   * (created_at, id) that changed when a change only inserted rows: every earlier incident keeps
+   * its rank, so appending new incidents renumbers only the new ones.
+   */
+  async rerank(
+    db: Kysely<Database>,
+    accountId: string,
+    from: { created_at: string; id: string } | null,
+  ): Promise<void> {
+    let offset = 0;
+    let range = sql``;
+    if (from !== null) {
+      const before = await db
+        .selectFrom('incidents')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .where('account_id', '=', accountId)
+        .where(sql<boolean>`(created_at, id) < (${from.created_at}, ${from.id})`)
+        .executeTakeFirstOrThrow();
+      offset = Number(before.n);
+      range = sql`AND (created_at, id) >= (${from.created_at}, ${from.id})`;
+    }
+    await sql`
+      UPDATE incidents SET position = ranked.rn
+      FROM (
+        SELECT id, ${offset} + row_number() OVER (ORDER BY created_at, id) AS rn
+        FROM incidents WHERE account_id = ${accountId} ${range}
+      ) AS ranked
+      WHERE incidents.id = ranked.id AND incidents.position <> ranked.rn`.execute(db);
+  },
+};

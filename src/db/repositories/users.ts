@@ -1,0 +1,92 @@
+import { type Kysely, sql } from 'kysely';
+import type { Database } from '../schema.ts';
+
+export interface UserRow {
+  id: string;
+  name: string;
+  email: string;
+  role: string;
+  department: string | null;
+  job_title: string | null;
+  created_at: string;
+}
+
+export type UserInput = UserRow & { account_id: string; active: number; vendor_support: number };
+
+export interface UserAccountRow extends UserRow {
+  account_id: string;
+  active: number;
+  vendor_support: number;
+  password_hash: string | null;
+}
+
+const PUBLIC_COLUMNS = ['id', 'name', 'email', 'role', 'department', 'job_title', 'created_at'] as const;
+
+export const userRepository = {
+  /** Users the public API shows: active and not vendor support, by name case-insensitively, then id. */
+  async listVisible(db: Kysely<Database>, accountId: string): Promise<UserRow[]> {
+    return db
+      .selectFrom('users')
+      .select(PUBLIC_COLUMNS)
+      .where('account_id', '=', accountId)
+      .where('active', '=', 1)
+      .where('vendor_support', '=', 0)
+      .orderBy(sql`lower(name)`)
+      .orderBy('id')
+      .execute();
+  },
+
+  async findByEmail(db: Kysely<Database>, email: string): Promise<UserAccountRow | undefined> {
+    return db
+      .selectFrom('users')
+      .select([...PUBLIC_COLUMNS, 'account_id', 'active', 'vendor_support', 'password_hash'])
+      .where(sql`lower(email)`, '=', email.toLowerCase())
+      .executeTakeFirst();
+  },
+
+  async findById(db: Kysely<Database>, id: string): Promise<UserAccountRow | undefined> {
+    return db
+      .selectFrom('users')
+      .select([...PUBLIC_COLUMNS, 'account_id', 'active', 'vendor_support', 'password_hash'])
+      .where('id', '=', id)
+      .executeTakeFirst();
+  },
+
+  async setPasswordHash(db: Kysely<Database>, id: string, passwordHash: string): Promise<void> {
+    await db.updateTable('users').set({ password_hash: passwordHash }).where('id', '=', id).execute();
+  },
+
+  /** Existing users whose email (case-insensitively) is one of `emails`. */
+  async findIdsByEmails(db: Kysely<Database>, emails: string[]): Promise<{ id: string; email: string }[]> {
+    if (emails.length === 0) return [];
+    return db
+      .selectFrom('users')
+      .select(['id', 'email'])
+      .where(
+        sql`lower(email)`,
+        'in',
+        emails.map((e) => e.toLowerCase()),
+      )
+      .execute();
+  },
+
+  async upsertMany(db: Kysely<Database>, users: UserInput[]): Promise<void> {
+    if (users.length === 0) return;
+    await db
+      .insertInto('users')
+      .values(users)
+      .onConflict((oc) =>
+        oc.column('id').doUpdateSet((eb) => ({
+          name: eb.ref('excluded.name'),
+          email: eb.ref('excluded.email'),
+          role: eb.ref('excluded.role'),
+          department: eb.ref('excluded.department'),
+          job_title: eb.ref('excluded.job_title'),
+          active: eb.ref('excluded.active'),
+          vendor_support: eb.ref('excluded.vendor_support'),
+          created_at: eb.ref('excluded.created_at'),
+        })),
+      )
+      .execute();
+  },
+};

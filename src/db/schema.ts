@@ -1,0 +1,102 @@
+import type { ColumnType, Generated } from 'kysely';
+
+/**
+ * Table types shared by both stores. Timestamps are ISO 8601 UTC strings with milliseconds
+ * (`2026-01-02T03:04:05.000Z`) and booleans are 0/1 integers in SQLite and PostgreSQL alike, so
+ * that one set of repositories reads both stores without conversion.
+ */
+
+type Flag = ColumnType<number, number | undefined, number>;
+
+export interface AccountsTable {
+  id: string;
+  name: string;
+  api_access: Flag;
+  rate_limit_per_hour: ColumnType<number, number | undefined, number>;
+  /** Number of incidents, maintained by imports so that `total` never costs a COUNT(*). */
+  incident_count: ColumnType<number, number | undefined, number>;
+  /** Bumped by every change to the account's incidents; part of response cache keys and ETags. */
+  data_version: ColumnType<number, number | undefined, number>;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface DepartmentsTable {
+  id: string;
+  account_id: string;
+  name: string;
+  active: Flag;
+  created_at: string;
+}
+
+export type LocationsTable = DepartmentsTable;
+
+export interface UsersTable {
+  id: string;
+  account_id: string;
+  name: string;
+  email: string;
+  role: string;
+  department: string | null;
+  job_title: string | null;
+  active: Flag;
+  vendor_support: Flag;
+  password_hash: ColumnType<string | null, string | null | undefined, string | null>;
+  created_at: string;
+}
+
+export interface IncidentsTable {
+  id: string;
+  account_id: string;
+  incident_number: string;
+  description: string | null;
+  status: string;
+  severity_likelihood: number | null;
+  severity_impact: number | null;
+  location: string | null;
+  incident_date: string | null;
+  created_at: string;
+  updated_at: string;
+  /**
+   * 1-based rank of the incident in its account by (created_at, id) ascending. The newest incident
+   * has position = incident_count, so any page is a range lookup on (account_id, position).
+   */
+  position: ColumnType<number, number | undefined, number>;
+}
+
+export interface ApiKeysTable {
+  id: string;
+  account_id: string;
+  name: string;
+  prefix: string;
+  key_hash: string;
+  scope: string;
+  /** `active`, `disabled` or `revoked`; `expired` is derived from `expires_at`. */
+  state: string;
+  expires_at: string | null;
+  last_used_at: ColumnType<string | null, string | null | undefined, string | null>;
+  created_by: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface ApiKeyEventsTable {
+  id: Generated<number>;
+  account_id: string;
+  key_id: string;
+  /** Who acted: a user id, or `cli` for the command line. */
+  actor: string;
+  action: string;
+  detail: string | null;
+  created_at: string;
+}
+
+export interface Database {
+  accounts: AccountsTable;
+  departments: DepartmentsTable;
+  locations: LocationsTable;
+  users: UsersTable;
+  incidents: IncidentsTable;
+  api_keys: ApiKeysTable;
+  api_key_events: ApiKeyEventsTable;
+}

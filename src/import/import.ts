@@ -1,0 +1,283 @@
+import { createReadStream } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
+import { extname } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { Kysely } from 'kysely';
+import { accountRepository } from '../db/repositories/accounts.ts';
+import { incidentRepository } from '../db/repositories/incidents.ts';
+import { namedResourceRepository } from '../db/repositories/named-resources.ts';
+import { type AccountOwnedTable, existingOwners } from '../db/repositories/ownership.ts';
+import { userRepository } from '../db/repositories/users.ts';
+import type { Database } from '../db/schema.ts';
+import { InputError } from '../errors.ts';
+import { RECORD_TYPES, type RecordType, type ValidRecord, validateRecord } from './records.ts';
+
+/**
+ * `safety-api import FILE`: loads a .json or .ndjson file in one transaction. Records are
+ * validated and written in batches as they are read, so an NDJSON file of any size streams through
+ * in constant memory; the first bad record rolls everything back and is named in the error.
+ */
+
+export type ImportSummary = Record<RecordType, number>;
+
+interface SourceRecord {
+  where: string;
+  type: RecordType;
+  value: unknown;
+  extraFields: readonly string[];
+}
+
+const BATCH_SIZE = 500;
+const JSON_SECTIONS: Record<string, RecordType> = {
+  accounts: 'account',
+  departments: 'department',
+  locations: 'location',
+  users: 'user',
+  incidents: 'incident',
+};
+
+async function* readNdjson(path: string): AsyncGenerator<SourceRecord> {
+  const lines = createInterface({ input: createReadStream(path, { encoding: 'utf8' }), crlfDelay: Infinity });
+  let lineNumber = 0;
+  for await (const line of lines) {
+    lineNumber += 1;
+    if (line.trim() === '') continue;
+    const where = `line ${lineNumber}`;
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch (error) {
+      throw new InputError(`${where}: not valid JSON (${(error as Error).message})`);
+    }
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+      throw new InputError(`${where}: must be a JSON object`);
+    }
+    const type = (value as { type?: unknown }).type;
+    if (typeof type !== 'string' || !(RECORD_TYPES as readonly string[]).includes(type)) {
+      throw new InputError(
+        `${where}: field "type" must be one of ${RECORD_TYPES.join(', ')} (got ${JSON.stringify(type)})`,
+      );
+    }
+    yield { where, type: type as RecordType, value, extraFields: ['type'] };
+  }
+}
+
+async function* readJson(path: string): AsyncGenerator<SourceRecord> {
+  let document: unknown;
+  try {
+    document = JSON.parse(await readFile(path, 'utf8'));
+  } catch (error) {
+    throw new InputError(`not valid JSON (${(error as Error).message})`);
+  }
+  if (typeof document !== 'object' || document === null || Array.isArray(document)) {
+    throw new InputError(
+      'the file must hold one JSON object with arrays accounts, departments, locations, users, incidents',
+    );
+  }
+  for (const key of Object.keys(document)) {
+    if (!(key in JSON_SECTIONS))
+      throw new InputError(`"${key}" is not a section (expected ${Object.keys(JSON_SECTIONS).join(', ')})`);
+  }
+  // Sections are read in dependency order whatever their order in the file.
+  for (const [section, type] of Object.entries(JSON_SECTIONS)) {
+    const records = (document as Record<string, unknown>)[section];
+    if (records === undefined) continue;
+    if (!Array.isArray(records)) throw new InputError(`"${section}" must be an array`);
+    for (const [index, value] of records.entries()) {
+      yield { where: `${section}[${index}]`, type, value, extraFields: [] };
+    }
+  }
+}
+
+interface Pending<Row> {
+  where: string;
+  row: Row;
+}
+
+/** Holds the validated records of one transaction until a batch is written. */
+class Batches {
+  readonly counts: ImportSummary = { account: 0, department: 0, location: 0, user: 0, incident: 0 };
+  private readonly pending: { [T in RecordType]: Pending<Extract<ValidRecord, { type: T }>['row']>[] } = {
+    account: [],
+    department: [],
+    location: [],
+    user: [],
+    incident: [],
+  };
+  private readonly pendingIds: { [T in RecordType]: Set<string> } = {
+    account: new Set(),
+    department: new Set(),
+    location: new Set(),
+    user: new Set(),
+    incident: new Set(),
+  };
+  private size = 0;
+  /** Accounts known to exist, in the store or earlier in this import. */
+  private readonly knownAccounts = new Set<string>();
+  /** Email (lower case) of every user in this import, with its id and place. */
+  private readonly emails = new Map<string, { id: string; where: string }>();
+  /** Per account: how many incident records came in, and the earliest (created_at, id) among them. */
+  readonly incidentChanges = new Map<
+    string,
+    { records: number; earliest: { created_at: string; id: string } }
+  >();
+
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async add(where: string, record: ValidRecord): Promise<void> {
+    // The same id twice in one batch: write the first before taking the second (last one wins).
+    if (this.pendingIds[record.type].has(record.row.id)) await this.flush();
+    if (record.type !== 'account') await this.requireAccount(where, record.row.account_id);
+    if (record.type === 'user') this.claimEmail(where, record.row.id, record.row.email);
+    if (record.type === 'account') this.knownAccounts.add(record.row.id);
+    if (record.type === 'incident') this.noteIncident(record.row);
+
+    (this.pending[record.type] as Pending<unknown>[]).push({ where, row: record.row });
+    this.pendingIds[record.type].add(record.row.id);
+    this.counts[record.type] += 1;
+    this.size += 1;
+    if (this.size >= BATCH_SIZE) await this.flush();
+  }
+
+  private async requireAccount(where: string, accountId: string): Promise<void> {
+    if (this.knownAccounts.has(accountId)) return;
+    if ((await accountRepository.findById(this.db, accountId)) === undefined) {
+      throw new InputError(
+        `${where}: field "account_id" names no account ("${accountId}"): import the account first`,
+      );
+    }
+    this.knownAccounts.add(accountId);
+  }
+
+  private claimEmail(where: string, id: string, email: string): void {
+    const key = email.toLowerCase();
+    const earlier = this.emails.get(key);
+    if (earlier !== undefined && earlier.id !== id) {
+      throw new InputError(
+        `${where}: field "email" "${email}" is already used by the user at ${earlier.where}`,
+      );
+    }
+    this.emails.set(key, { id, where });
+  }
+
+  private noteIncident(row: { account_id: string; created_at: string; id: string }): void {
+    const change = this.incidentChanges.get(row.account_id);
+    const key = { created_at: row.created_at, id: row.id };
+    if (change === undefined) {
+      this.incidentChanges.set(row.account_id, { records: 1, earliest: key });
+      return;
+    }
+    change.records += 1;
+    const e = change.earliest;
+    if (key.created_at < e.created_at || (key.created_at === e.created_at && key.id < e.id))
+      change.earliest = key;
+  }
+
+  /** Writes every pending record, parents before children. */
+  async flush(): Promise<void> {
+    const { account, department, location, user, incident } = this.pending;
+    await accountRepository.upsertMany(
+      this.db,
+      account.map((p) => p.row),
+      new Date().toISOString(),
+    );
+    for (const [table, batch] of [
+      ['departments', department],
+      ['locations', location],
+    ] as const) {
+      await this.checkOwnership(table, batch);
+      await namedResourceRepository.upsertMany(
+        this.db,
+        table,
+        batch.map((p) => p.row),
+      );
+    }
+    await this.checkOwnership('users', user);
+    await this.checkEmailsFree(user);
+    await userRepository.upsertMany(
+      this.db,
+      user.map((p) => p.row),
+    );
+    await this.checkOwnership('incidents', incident);
+    await incidentRepository.upsertMany(
+      this.db,
+      incident.map((p) => p.row),
+    );
+
+    for (const type of RECORD_TYPES) {
+      this.pending[type].length = 0;
+      this.pendingIds[type].clear();
+    }
+    this.size = 0;
+  }
+
+  /** An import updates records by id but never moves one to another account. */
+  private async checkOwnership(
+    table: AccountOwnedTable,
+    batch: Pending<{ id: string; account_id: string }>[],
+  ): Promise<void> {
+    if (batch.length === 0) return;
+    const owners = await existingOwners(
+      this.db,
+      table,
+      batch.map((p) => p.row.id),
+    );
+    for (const { where, row } of batch) {
+      const owner = owners.get(row.id);
+      if (owner !== undefined && owner !== row.account_id) {
+        throw new InputError(
+          `${where}: field "account_id": record "${row.id}" already belongs to another account`,
+        );
+      }
+    }
+  }
+
+  private async checkEmailsFree(batch: Pending<{ id: string; email: string }>[]): Promise<void> {
+    if (batch.length === 0) return;
+    const existing = await userRepository.findIdsByEmails(
+      this.db,
+      batch.map((p) => p.row.email),
+    );
+    const ownerOf = new Map(existing.map((u) => [u.email.toLowerCase(), u.id]));
+    for (const { where, row } of batch) {
+      const owner = ownerOf.get(row.email.toLowerCase());
+      if (owner !== undefined && owner !== row.id && this.emails.get(row.email.toLowerCase())?.id !== owner) {
+        throw new InputError(`${where}: field "email" "${row.email}" is already used by another user`);
+      }
+    }
+  }
+}
+
+/** Re-derives paging positions and counts of every account whose incidents this import touched. */
+async function refreshIncidentOrder(db: Kysely<Database>, batches: Batches): Promise<void> {
+  for (const [accountId, change] of batches.incidentChanges) {
+    const account = await accountRepository.findById(db, accountId);
+    const before = account?.incident_count ?? 0;
+    const after = await incidentRepository.countForAccount(db, accountId);
+    // Only inserts (each record a new incident) leave every earlier rank as it was.
+    const onlyInserts = after - before === change.records;
+    await incidentRepository.rerank(db, accountId, onlyInserts ? change.earliest : null);
+    await accountRepository.recordIncidentChange(db, accountId, after);
+  }
+}
+
+export async function importFile(db: Kysely<Database>, path: string): Promise<ImportSummary> {
+  const format = extname(path).toLowerCase();
+  if (format !== '.json' && format !== '.ndjson') {
+    throw new InputError(`the file must end in .json or .ndjson (got "${path}")`);
+  }
+  const file = await stat(path).catch(() => null);
+  if (file === null || !file.isFile()) throw new InputError(`cannot read "${path}": no such file`);
+  const source = format === '.json' ? readJson(path) : readNdjson(path);
+  const now = new Date().toISOString();
+
+  return db.transaction().execute(async (trx) => {
+    const batches = new Batches(trx);
+    for await (const { where, type, value, extraFields } of source) {
+      await batches.add(where, validateRecord(type, value, where, now, extraFields));
+    }
+    await batches.flush();
+    await refreshIncidentOrder(trx, batches);
+    return batches.counts;
+  });
+}

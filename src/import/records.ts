@@ -1,0 +1,259 @@
+import type { AccountInput } from '../db/repositories/accounts.ts';
+import type { IncidentInput } from '../db/repositories/incidents.ts';
+import type { NamedResourceInput } from '../db/repositories/named-resources.ts';
+import type { UserInput } from '../db/repositories/users.ts';
+import { InputError } from '../errors.ts';
+
+/**
+ * Validation of import records. Each record is checked field by field and turned into the row
+ * the repositories store; the first problem is reported with the record's place and field name.
+ */
+
+export const RECORD_TYPES = ['account', 'department', 'location', 'user', 'incident'] as const;
+export type RecordType = (typeof RECORD_TYPES)[number];
+
+export const USER_ROLES = ['super_admin', 'admin', 'manager', 'employee'] as const;
+export const INCIDENT_NUMBER = /^INC-(\d{4})-(\d{1,9})$/;
+const MAX_RATING = 100;
+
+export type ValidRecord =
+  | { type: 'account'; row: AccountInput }
+  | { type: 'department' | 'location'; row: NamedResourceInput }
+  | { type: 'user'; row: UserInput }
+  | { type: 'incident'; row: IncidentInput };
+
+const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
+const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$/;
+const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+
+const ALLOWED_FIELDS: Record<RecordType, readonly string[]> = {
+  account: ['id', 'name', 'api_access', 'rate_limit_per_hour'],
+  department: ['id', 'account_id', 'name', 'active', 'created_at'],
+  location: ['id', 'account_id', 'name', 'active', 'created_at'],
+  user: [
+    'id',
+    'account_id',
+    'name',
+    'email',
+    'role',
+    'department',
+    'job_title',
+    'active',
+    'vendor_support',
+    'created_at',
+  ],
+  incident: [
+    'id',
+    'account_id',
+    'incident_number',
+    'description',
+    'status',
+    'severity_likelihood',
+    'severity_impact',
+    // Computed by the service; accepted so that API output can be imported again, never stored.
+    'severity_score',
+    'location',
+    'incident_date',
+    'created_at',
+    'updated_at',
+  ],
+};
+
+/** Reads one record's fields, naming the record and field in every error. */
+class Fields {
+  constructor(
+    private readonly where: string,
+    private readonly record: Record<string, unknown>,
+  ) {}
+
+  fail(field: string, problem: string): never {
+    throw new InputError(`${this.where}: field "${field}" ${problem}`);
+  }
+
+  private show(value: unknown): string {
+    const text = JSON.stringify(value) ?? String(value);
+    return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+  }
+
+  uuid(field: string): string {
+    const value = this.record[field];
+    if (value === undefined || value === null) this.fail(field, 'is required');
+    if (typeof value !== 'string' || !UUID.test(value))
+      this.fail(field, `must be a UUID (got ${this.show(value)})`);
+    return value.toLowerCase();
+  }
+
+  text(field: string, maxLength: number): string {
+    const value = this.record[field];
+    if (value === undefined || value === null) this.fail(field, 'is required');
+    if (typeof value !== 'string') this.fail(field, `must be a string (got ${this.show(value)})`);
+    if (value.trim() === '') this.fail(field, 'must not be empty');
+    if (value.length > maxLength) this.fail(field, `must be at most ${maxLength} characters`);
+    return value;
+  }
+
+  optionalText(field: string, maxLength: number): string | null {
+    const value = this.record[field];
+    if (value === undefined || value === null) return null;
+    if (typeof value !== 'string') this.fail(field, `must be a string or null (got ${this.show(value)})`);
+    if (value.length > maxLength) this.fail(field, `must be at most ${maxLength} characters`);
+    return value;
+  }
+
+  flag(field: string, fallback: boolean): number {
+    const value = this.record[field];
+    if (value === undefined || value === null) return fallback ? 1 : 0;
+    if (typeof value !== 'boolean') this.fail(field, `must be true or false (got ${this.show(value)})`);
+    return value ? 1 : 0;
+  }
+
+  integer(field: string, min: number, max: number, fallback?: number): number {
+    const value = this.record[field];
+    if ((value === undefined || value === null) && fallback !== undefined) return fallback;
+    if (value === undefined || value === null) this.fail(field, 'is required');
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+      this.fail(field, `must be a whole number from ${min} to ${max} (got ${this.show(value)})`);
+    }
+    return value;
+  }
+
+  optionalInteger(field: string, min: number, max: number): number | null {
+    const value = this.record[field];
+    if (value === undefined || value === null) return null;
+    return this.integer(field, min, max);
+  }
+
+  oneOf<T extends string>(field: string, allowed: readonly T[]): T {
+    const value = this.text(field, 100);
+    if (!(allowed as readonly string[]).includes(value)) {
+      this.fail(field, `must be one of ${allowed.join(', ')} (got ${this.show(value)})`);
+    }
+    return value as T;
+  }
+
+  email(field: string): string {
+    const value = this.text(field, 254);
+    if (!EMAIL.test(value)) this.fail(field, `must be an email address (got ${this.show(value)})`);
+    return value;
+  }
+
+  /** A date-time with a time zone, stored as UTC with milliseconds; `fallback` when absent. */
+  dateTime(field: string, fallback: string | null): string {
+    const value = this.record[field];
+    if ((value === undefined || value === null) && fallback !== null) return fallback;
+    if (value === undefined || value === null) this.fail(field, 'is required');
+    const time = typeof value === 'string' && DATE_TIME.test(value) ? Date.parse(value) : Number.NaN;
+    if (Number.isNaN(time)) {
+      this.fail(
+        field,
+        `must be an ISO 8601 date-time with a time zone, e.g. 2026-03-01T08:30:00Z (got ${this.show(value)})`,
+      );
+    }
+    return new Date(time).toISOString();
+  }
+
+  optionalDate(field: string): string | null {
+    const value = this.record[field];
+    if (value === undefined || value === null) return null;
+    const match = typeof value === 'string' ? DATE.exec(value) : null;
+    const valid =
+      match !== null &&
+      new Date(`${value}T00:00:00Z`).toISOString().slice(0, 10) === value &&
+      match[1] !== '0000';
+    if (!valid) this.fail(field, `must be a date as YYYY-MM-DD (got ${this.show(value)})`);
+    return value as string;
+  }
+
+  rejectUnknown(type: RecordType, extra: readonly string[]): void {
+    for (const field of Object.keys(this.record)) {
+      if (!ALLOWED_FIELDS[type].includes(field) && !extra.includes(field))
+        this.fail(field, `is not a field of ${type}`);
+    }
+  }
+}
+
+/**
+ * Validates one record of `type`. `where` names it in errors (`line 12`, `incidents[3]`);
+ * `extraFields` are envelope fields the format itself uses (`type` in NDJSON).
+ */
+export function validateRecord(
+  type: RecordType,
+  value: unknown,
+  where: string,
+  now: string,
+  extraFields: readonly string[] = [],
+): ValidRecord {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new InputError(`${where}: must be a JSON object`);
+  }
+  const f = new Fields(where, value as Record<string, unknown>);
+  f.rejectUnknown(type, extraFields);
+
+  switch (type) {
+    case 'account':
+      return {
+        type,
+        row: {
+          id: f.uuid('id'),
+          name: f.text('name', 200),
+          api_access: f.flag('api_access', true),
+          rate_limit_per_hour: f.integer('rate_limit_per_hour', 1, 1_000_000_000, 1000),
+        },
+      };
+    case 'department':
+    case 'location':
+      return {
+        type,
+        row: {
+          id: f.uuid('id'),
+          account_id: f.uuid('account_id'),
+          name: f.text('name', 200),
+          active: f.flag('active', true),
+          created_at: f.dateTime('created_at', now),
+        },
+      };
+    case 'user':
+      return {
+        type,
+        row: {
+          id: f.uuid('id'),
+          account_id: f.uuid('account_id'),
+          name: f.text('name', 200),
+          email: f.email('email'),
+          role: f.oneOf('role', USER_ROLES),
+          department: f.optionalText('department', 200),
+          job_title: f.optionalText('job_title', 200),
+          active: f.flag('active', true),
+          vendor_support: f.flag('vendor_support', false),
+          created_at: f.dateTime('created_at', now),
+        },
+      };
+    case 'incident': {
+      const incidentNumber = f.text('incident_number', 30);
+      if (!INCIDENT_NUMBER.test(incidentNumber)) {
+        f.fail(
+          'incident_number',
+          `must look like INC-<year>-<sequence>, e.g. INC-2026-0042 (got "${incidentNumber}")`,
+        );
+      }
+      const createdAt = f.dateTime('created_at', now);
+      return {
+        type,
+        row: {
+          id: f.uuid('id'),
+          account_id: f.uuid('account_id'),
+          incident_number: incidentNumber,
+          description: f.optionalText('description', 100_000),
+          status: f.text('status', 50),
+          severity_likelihood: f.optionalInteger('severity_likelihood', 0, MAX_RATING),
+          severity_impact: f.optionalInteger('severity_impact', 0, MAX_RATING),
+          location: f.optionalText('location', 200),
+          incident_date: f.optionalDate('incident_date'),
+          created_at: createdAt,
+          updated_at: f.dateTime('updated_at', createdAt),
+        },
+      };
+    }
+  }
+}

@@ -1,0 +1,23 @@
+import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import { type NamedResourceTable, namedResourceRepository } from '../../db/repositories/named-resources.ts';
+import { NamedResourceSchema, publicErrorResponses, success } from '../../schemas/public.ts';
+
+/** `/departments` and `/locations`: active records of the account, by name. */
+export async function departmentAndLocationRoutes(app: FastifyInstance): Promise<void> {
+  for (const table of ['departments', 'locations'] satisfies NamedResourceTable[]) {
+    app.get(
+      `/${table}`,
+      {
+        schema: {
+          summary: `List active ${table}, by name`,
+          response: { 200: success(Type.Array(NamedResourceSchema)), ...publicErrorResponses },
+        },
+      },
+      async (request) => ({
+        error: false as const,
+        data: await namedResourceRepository.listActive(app.db, table, request.apiKey.account_id),
+      }),
+    );
+  }
+}

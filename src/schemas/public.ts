@@ -1,0 +1,64 @@
+import { type Static, Type } from 'typebox';
+
+/**
+ * Response shapes of the public API, exactly as the contract names them. Fastify serializes every
+ * response through these, so a field that is not here never leaves the server.
+ */
+
+const nullable = <T extends ReturnType<typeof Type.String> | ReturnType<typeof Type.Integer>>(schema: T) =>
+  Type.Union([schema, Type.Null()]);
+
+export const IncidentSchema = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  incident_number: Type.String({ description: 'INC-<year>-<sequence>' }),
+  description: nullable(Type.String()),
+  status: Type.String(),
+  severity_score: nullable(Type.Integer({ description: 'severity_likelihood × severity_impact' })),
+  severity_likelihood: nullable(Type.Integer()),
+  severity_impact: nullable(Type.Integer()),
+  location: nullable(Type.String()),
+  incident_date: nullable(Type.String({ format: 'date' })),
+  created_at: Type.String({ format: 'date-time' }),
+  updated_at: Type.String({ format: 'date-time' }),
+});
+export type Incident = Static<typeof IncidentSchema>;
+
+export const UserSchema = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  name: Type.String(),
+  email: Type.String({ format: 'email' }),
+  role: Type.String(),
+  department: nullable(Type.String()),
+  job_title: nullable(Type.String()),
+  created_at: Type.String({ format: 'date-time' }),
+});
+
+/** Departments and locations have the same fields. */
+export const NamedResourceSchema = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  name: Type.String(),
+  created_at: Type.String({ format: 'date-time' }),
+});
+
+export const IncidentPaginationSchema = Type.Object({
+  page: Type.Integer(),
+  limit: Type.Integer(),
+  total: Type.Integer(),
+  pages: Type.Integer(),
+});
+
+export const success = <T extends Parameters<typeof Type.Object>[0][string]>(data: T) =>
+  Type.Object({ error: Type.Literal(false), data });
+
+export const ErrorSchema = Type.Object({
+  error: Type.Union([Type.String(), Type.Literal(true)]),
+  message: Type.String(),
+});
+
+/** The error statuses every public route can answer. */
+export const publicErrorResponses = {
+  401: ErrorSchema,
+  403: ErrorSchema,
+  429: ErrorSchema,
+  500: ErrorSchema,
+};

@@ -1,0 +1,233 @@
+import { randomUUID } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import {
+  API_KEY_SCOPES,
+  type ApiKeyScope,
+  type ApiKeyState,
+  effectiveState,
+  generateApiKey,
+} from '../auth/api-keys.ts';
+import { accountRepository } from '../db/repositories/accounts.ts';
+import { type ApiKeyRow, apiKeyRepository } from '../db/repositories/api-keys.ts';
+import type { Database } from '../db/schema.ts';
+import { InputError } from '../errors.ts';
+
+/**
+ * The API key lifecycle, shared by the CLI and the admin panel: every change is validated here,
+ * written with its audit event in one transaction, and seen by the public API at its next request.
+ */
+
+export interface ApiKeyView {
+  id: string;
+  account_id: string;
+  name: string;
+  prefix: string;
+  scope: ApiKeyScope;
+  state: ApiKeyState;
+  expires_at: string | null;
+  last_used_at: string | null;
+  created_by: string | null;
+  created_at: string;
+}
+
+/** Who made a change: a user id, or `cli`. */
+export type Actor = string;
+
+const MAX_NAME_LENGTH = 100;
+
+export function toView(row: ApiKeyRow, now: Date = new Date()): ApiKeyView {
+  return {
+    id: row.id,
+    account_id: row.account_id,
+    name: row.name,
+    prefix: row.prefix,
+    scope: row.scope as ApiKeyScope,
+    state: effectiveState(row, now),
+    expires_at: row.expires_at,
+    last_used_at: row.last_used_at,
+    created_by: row.created_by,
+    created_at: row.created_at,
+  };
+}
+
+export function parseScope(value: string): ApiKeyScope {
+  if (!(API_KEY_SCOPES as readonly string[]).includes(value)) {
+    throw new InputError(`scope must be one of ${API_KEY_SCOPES.join(', ')} (got "${value}")`);
+  }
+  return value as ApiKeyScope;
+}
+
+function parseName(value: string): string {
+  const name = value.trim();
+  if (name === '') throw new InputError('name must not be empty');
+  if (name.length > MAX_NAME_LENGTH)
+    throw new InputError(`name must be at most ${MAX_NAME_LENGTH} characters`);
+  return name;
+}
+
+/**
+ * An expiry is a date-time with a time zone (`2027-01-31T12:00:00Z`), or a date alone
+ * (`2027-01-31`), which keeps the key usable through that whole day in UTC. It must be in the future.
+ */
+export function parseExpiry(value: string, now: Date): string {
+  let expires: number;
+  if (/^\d{4}-\d{2}-\d{2}$/.test(value)) {
+    expires = Date.parse(`${value}T00:00:00.000Z`) + 24 * 3600 * 1000;
+    if (Number.isNaN(expires) || new Date(expires - 1).toISOString().slice(0, 10) !== value)
+      expires = Number.NaN;
+  } else if (/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/.test(value)) {
+    expires = Date.parse(value);
+  } else {
+    expires = Number.NaN;
+  }
+  if (Number.isNaN(expires)) {
+    throw new InputError(
+      `expiry must be a date (YYYY-MM-DD) or an ISO 8601 date-time with a time zone (got "${value}")`,
+    );
+  }
+  if (expires <= now.getTime()) throw new InputError(`expiry must be in the future (got "${value}")`);
+  return new Date(expires).toISOString();
+}
+
+async function requireKey(db: Kysely<Database>, keyId: string, accountId?: string): Promise<ApiKeyRow> {
+  const key = await apiKeyRepository.findById(db, keyId);
+  // A key of another account is reported exactly like a missing one.
+  if (key === undefined || (accountId !== undefined && key.account_id !== accountId)) {
+    throw new InputError(`no API key with id "${keyId}"`);
+  }
+  return key;
+}
+
+export const apiKeyService = {
+  async create(
+    db: Kysely<Database>,
+    input: { accountId: string; name: string; scope?: string; expiresAt?: string | null; actor: Actor },
+    now: Date = new Date(),
+  ): Promise<{ key: ApiKeyView; rawKey: string }> {
+    const name = parseName(input.name);
+    const scope = parseScope(input.scope ?? 'read');
+    const expiresAt = input.expiresAt ? parseExpiry(input.expiresAt, now) : null;
+    const account = await accountRepository.findById(db, input.accountId);
+    if (account === undefined) throw new InputError(`no account with id "${input.accountId}"`);
+    if (account.api_access !== 1)
+      throw new InputError(`the plan of account "${account.id}" does not include API access`);
+
+    const { rawKey, keyHash, prefix } = generateApiKey();
+    const stamp = now.toISOString();
+    const row: ApiKeyRow = {
+      id: randomUUID(),
+      account_id: account.id,
+      name,
+      prefix,
+      scope,
+      state: 'active',
+      expires_at: expiresAt,
+      last_used_at: null,
+      created_by: input.actor,
+      created_at: stamp,
+      updated_at: stamp,
+    };
+    await db.transaction().execute(async (trx) => {
+      await apiKeyRepository.insert(trx, { ...row, key_hash: keyHash });
+      await apiKeyRepository.insertEvent(trx, {
+        account_id: row.account_id,
+        key_id: row.id,
+        actor: input.actor,
+        action: 'created',
+        detail: `name "${name}", scope ${scope}${expiresAt ? `, expires ${expiresAt}` : ''}`,
+        created_at: stamp,
+      });
+    });
+    return { key: toView(row, now), rawKey };
+  },
+
+  async list(db: Kysely<Database>, accountId: string, now: Date = new Date()): Promise<ApiKeyView[]> {
+    const account = await accountRepository.findById(db, accountId);
+    if (account === undefined) throw new InputError(`no account with id "${accountId}"`);
+    const rows = await apiKeyRepository.listByAccount(db, accountId);
+    return rows.map((row) => toView(row, now));
+  },
+
+  async rename(
+    db: Kysely<Database>,
+    keyId: string,
+    newName: string,
+    actor: Actor,
+    accountId?: string,
+  ): Promise<ApiKeyView> {
+    const name = parseName(newName);
+    return change(db, keyId, actor, accountId, (key) => ({
+      patch: { name },
+      action: 'renamed',
+      detail: `from "${key.name}" to "${name}"`,
+    }));
+  },
+
+  async setScope(
+    db: Kysely<Database>,
+    keyId: string,
+    newScope: string,
+    actor: Actor,
+    accountId?: string,
+  ): Promise<ApiKeyView> {
+    const scope = parseScope(newScope);
+    return change(db, keyId, actor, accountId, (key) => ({
+      patch: { scope },
+      action: 'scope_changed',
+      detail: `from ${key.scope} to ${scope}`,
+    }));
+  },
+
+  async disable(db: Kysely<Database>, keyId: string, actor: Actor, accountId?: string): Promise<ApiKeyView> {
+    return change(db, keyId, actor, accountId, (key) => {
+      if (key.state === 'revoked') throw new InputError('a revoked key cannot be disabled');
+      if (key.state === 'disabled') throw new InputError('the key is already disabled');
+      return { patch: { state: 'disabled' }, action: 'disabled', detail: null };
+    });
+  },
+
+  async enable(db: Kysely<Database>, keyId: string, actor: Actor, accountId?: string): Promise<ApiKeyView> {
+    return change(db, keyId, actor, accountId, (key) => {
+      if (key.state === 'revoked') throw new InputError('a revoked key cannot be enabled: create a new key');
+      if (key.state === 'active') throw new InputError('the key is already enabled');
+      return { patch: { state: 'active' }, action: 'enabled', detail: null };
+    });
+  },
+
+  async revoke(db: Kysely<Database>, keyId: string, actor: Actor, accountId?: string): Promise<ApiKeyView> {
+    return change(db, keyId, actor, accountId, (key) => {
+      if (key.state === 'revoked') throw new InputError('the key is already revoked');
+      return { patch: { state: 'revoked' }, action: 'revoked', detail: null };
+    });
+  },
+};
+
+/** Applies one validated change to a key and records its audit event, atomically. */
+async function change(
+  db: Kysely<Database>,
+  keyId: string,
+  actor: Actor,
+  accountId: string | undefined,
+  decide: (key: ApiKeyRow) => {
+    patch: Partial<Pick<ApiKeyRow, 'name' | 'scope' | 'state'>>;
+    action: string;
+    detail: string | null;
+  },
+): Promise<ApiKeyView> {
+  const now = new Date();
+  const stamp = now.toISOString();
+  return db.transaction().execute(async (trx) => {
+    const key = await requireKey(trx, keyId, accountId);
+    const { patch, action, detail } = decide(key);
+    await apiKeyRepository.update(trx, key.id, { ...patch, updated_at: stamp });
+    await apiKeyRepository.insertEvent(trx, {
+      account_id: key.account_id,
+      key_id: key.id,
+      actor,
+      action,
+      detail,
+      created_at: stamp,
+    });
+    return toView({ ...key, ...patch, updated_at: stamp }, now);
+  });
+}

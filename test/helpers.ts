@@ -1,0 +1,157 @@
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import type { Kysely } from 'kysely';
+import pg from 'pg';
+import { buildApp } from '../src/app.ts';
+import { type Config, loadConfig } from '../src/config.ts';
+import type { Store } from '../src/db/database.ts';
+import type { Database } from '../src/db/schema.ts';
+import { apiKeyService } from '../src/services/api-key-service.ts';
+import { openServices, type Services } from '../src/services/index.ts';
+
+/**
+ * Test support. Every store-dependent test runs once per store in `STORES`; each gets a database
+ * of its own (a temporary SQLite file, or a fresh PostgreSQL database dropped afterwards), so
+ * test files and concurrent runs never share state.
+ */
+
+export const ADMIN_PG_URL = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+export const STORES: Store[] = (process.env.TEST_STORES ?? 'sqlite,postgres').split(',') as Store[];
+export const ROOT = new URL('..', import.meta.url).pathname;
+
+export interface TestDatabase {
+  url: string;
+  drop(): Promise<void>;
+}
+
+export async function createTestDatabase(store: Store): Promise<TestDatabase> {
+  if (store === 'sqlite') {
+    const dir = mkdtempSync(join(tmpdir(), 'safety-api-test-'));
+    return {
+      url: `sqlite:${join(dir, 'test.db')}`,
+      drop: async () => rmSync(dir, { recursive: true, force: true }),
+    };
+  }
+  const name = `safety_test_${process.pid}_${randomUUID().slice(0, 8)}`;
+  const admin = new pg.Client({ connectionString: ADMIN_PG_URL });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(ADMIN_PG_URL);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const client = new pg.Client({ connectionString: ADMIN_PG_URL });
+      await client.connect();
+      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await client.end();
+    },
+  };
+}
+
+export interface TestContext {
+  app: FastifyInstance;
+  db: Kysely<Database>;
+  services: Services;
+  config: Config;
+  databaseUrl: string;
+  close(): Promise<void>;
+}
+
+/** A migrated database and the whole application on it, ready for `app.inject`. */
+export async function createTestContext(
+  store: Store,
+  env: Record<string, string> = {},
+): Promise<TestContext> {
+  const database = await createTestDatabase(store);
+  const config = loadConfig({ LOG_LEVEL: 'silent', ...env, DATABASE_URL: database.url });
+  const services = await openServices(config, { warn: () => {}, error: () => {} });
+  const app = await buildApp(config, services);
+  await app.ready();
+  return {
+    app,
+    db: services.database.db,
+    services,
+    config,
+    databaseUrl: database.url,
+    async close() {
+      await app.close();
+      await services.close();
+      await database.drop();
+    },
+  };
+}
+
+const NOW = '2026-01-01T00:00:00.000Z';
+
+export async function seedAccount(
+  db: Kysely<Database>,
+  overrides: Partial<{ id: string; name: string; api_access: number; rate_limit_per_hour: number }> = {},
+): Promise<string> {
+  const id = overrides.id ?? randomUUID();
+  await db
+    .insertInto('accounts')
+    .values({
+      id,
+      name: overrides.name ?? `Account ${id.slice(0, 8)}`,
+      api_access: overrides.api_access ?? 1,
+      rate_limit_per_hour: overrides.rate_limit_per_hour ?? 1000,
+      created_at: NOW,
+      updated_at: NOW,
+    })
+    .execute();
+  return id;
+}
+
+/** Creates a key through the same service the CLI and admin panel use; returns id and raw key. */
+export async function seedKey(
+  db: Kysely<Database>,
+  accountId: string,
+  options: { scope?: string; expiresAt?: string; name?: string } = {},
+): Promise<{ id: string; rawKey: string }> {
+  const { key, rawKey } = await apiKeyService.create(db, {
+    accountId,
+    name: options.name ?? 'test key',
+    scope: options.scope,
+    expiresAt: options.expiresAt ?? null,
+    actor: 'test',
+  });
+  return { id: key.id, rawKey };
+}
+
+export function bearer(rawKey: string): { authorization: string } {
+  return { authorization: `Bearer ${rawKey}` };
+}
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the real `safety-api` executable in a child process. */
+export function runCli(args: string[], env: Record<string, string>, stdin = ''): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [join(ROOT, 'bin/safety-api.js'), ...args], {
+      cwd: ROOT,
+      env: { ...process.env, LOG_LEVEL: 'silent', ...env },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => {
+      stdout += d;
+    });
+    child.stderr.on('data', (d) => {
+      stderr += d;
+    });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+    child.stdin.end(stdin);
+  });
+}
