@@ -230,6 +230,8 @@ export function validateRecord(
         },
       };
     case 'incident': {
+      const id = f.uuid('id');
+      const accountId = f.uuid('account_id');
       const incidentNumber = f.text('incident_number', 30);
       if (!INCIDENT_NUMBER.test(incidentNumber)) {
         f.fail(
@@ -241,8 +243,8 @@ export function validateRecord(
       return {
         type,
         row: {
-          id: f.uuid('id'),
-          account_id: f.uuid('account_id'),
+          id,
+          account_id: accountId,
           incident_number: incidentNumber,
           description: f.optionalText('description', 100_000),
           status: f.text('status', 50),

@@ -1,0 +1,119 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { bearer, createTestContext, STORES, seedAccount, seedKey, type TestContext } from '../../helpers.ts';
+
+for (const store of STORES) {
+  describe(`rate limiting (${store})`, () => {
+    let ctx: TestContext;
+
+    before(async () => {
+      ctx = await createTestContext(store);
+    });
+    after(() => ctx.close());
+
+    test('headers on 200 and 404, 429 with Retry-After and without X-RateLimit-Reset, per key', async () => {
+      const accountId = await seedAccount(ctx.db, { rate_limit_per_hour: 3 });
+      const key = await seedKey(ctx.db, accountId);
+      const get = (url = '/api/v1/public/departments') =>
+        ctx.app.inject({ method: 'GET', url, headers: bearer(key.rawKey) });
+
+      const before = Math.floor(Date.now() / 1000);
+      const first = await get();
+      assert.equal(first.statusCode, 200);
+      assert.equal(first.headers['x-ratelimit-limit'], '3');
+      assert.equal(first.headers['x-ratelimit-remaining'], '2');
+      const reset = Number(first.headers['x-ratelimit-reset']);
+      // An absolute epoch time about an hour ahead, not a countdown.
+      assert.ok(reset >= before + 3599 && reset <= before + 3601, String(reset));
+
+      const missing = await get(`/api/v1/public/incidents/${randomUUID()}`);
+      assert.equal(missing.statusCode, 404);
+      assert.equal(missing.headers['x-ratelimit-remaining'], '1');
+      assert.equal(Number(missing.headers['x-ratelimit-reset']), reset);
+
+      assert.equal((await get()).headers['x-ratelimit-remaining'], '0');
+
+      for (let i = 0; i < 2; i += 1) {
+        const limited = await get();
+        assert.equal(limited.statusCode, 429);
+        assert.equal(limited.json().error, 'RATE_LIMIT_EXCEEDED');
+        assert.equal(typeof limited.json().message, 'string');
+        const retryAfter = Number(limited.headers['retry-after']);
+        assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 3600, String(retryAfter));
+        assert.equal(limited.headers['x-ratelimit-reset'], undefined);
+        assert.equal(limited.headers['x-ratelimit-limit'], '3');
+        assert.equal(limited.headers['x-ratelimit-remaining'], '0');
+      }
+
+      // Another key of the same account has a window of its own.
+      const other = await seedKey(ctx.db, accountId);
+      const fresh = await ctx.app.inject({
+        method: 'GET',
+        url: '/api/v1/public/users',
+        headers: bearer(other.rawKey),
+      });
+      assert.equal(fresh.statusCode, 200);
+      assert.equal(fresh.headers['x-ratelimit-remaining'], '2');
+    });
+
+    test('401s count nothing; a raised allowance applies at the next request', async () => {
+      const accountId = await seedAccount(ctx.db, { rate_limit_per_hour: 2 });
+      const key = await seedKey(ctx.db, accountId);
+      for (let i = 0; i < 5; i += 1) {
+        await ctx.app.inject({
+          method: 'GET',
+          url: '/api/v1/public/users',
+          headers: { authorization: 'Bearer nope' },
+        });
+      }
+      const res = await ctx.app.inject({
+        method: 'GET',
+        url: '/api/v1/public/users',
+        headers: bearer(key.rawKey),
+      });
+      assert.equal(res.headers['x-ratelimit-remaining'], '1');
+      await ctx.app.inject({ method: 'GET', url: '/api/v1/public/users', headers: bearer(key.rawKey) });
+      const limited = await ctx.app.inject({
+        method: 'GET',
+        url: '/api/v1/public/users',
+        headers: bearer(key.rawKey),
+      });
+      assert.equal(limited.statusCode, 429);
+
+      await ctx.db
+        .updateTable('accounts')
+        .set({ rate_limit_per_hour: 10 })
+        .where('id', '=', accountId)
+        .execute();
+      const raised = await ctx.app.inject({
+        method: 'GET',
+        url: '/api/v1/public/users',
+        headers: bearer(key.rawKey),
+      });
+      assert.equal(raised.statusCode, 200);
+      assert.equal(raised.headers['x-ratelimit-limit'], '10');
+      // The two 429s were not counted: 2 + this one = 3 of 10.
+      assert.equal(raised.headers['x-ratelimit-remaining'], '7');
+    });
+
+    test('last use is recorded without a write per request', async () => {
+      const accountId = await seedAccount(ctx.db);
+      const key = await seedKey(ctx.db, accountId);
+      await ctx.app.inject({ method: 'GET', url: '/api/v1/public/users', headers: bearer(key.rawKey) });
+      const unflushed = await ctx.db
+        .selectFrom('api_keys')
+        .select('last_used_at')
+        .where('id', '=', key.id)
+        .executeTakeFirstOrThrow();
+      assert.equal(unflushed.last_used_at, null);
+      await ctx.services.lastUse.flush();
+      const flushed = await ctx.db
+        .selectFrom('api_keys')
+        .select('last_used_at')
+        .where('id', '=', key.id)
+        .executeTakeFirstOrThrow();
+      assert.ok(flushed.last_used_at !== null && Date.now() - Date.parse(flushed.last_used_at) < 60_000);
+    });
+  });
+}
