@@ -8,16 +8,15 @@ import { importFile } from '../../src/import/import.ts';
 import { bearer, createTestContext, STORES, seedKey, type TestContext } from '../helpers.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'safety-import-'));
-let fileCount = 0;
 
 function ndjson(records: object[]): string {
-  const path = join(dir, `f${(fileCount += 1)}.ndjson`);
+  const path = join(dir, `${randomUUID()}.ndjson`);
   writeFileSync(path, records.map((r) => JSON.stringify(r)).join('\n'));
   return path;
 }
 
 function json(document: object): string {
-  const path = join(dir, `f${(fileCount += 1)}.json`);
+  const path = join(dir, `${randomUUID()}.json`);
   writeFileSync(path, JSON.stringify(document));
   return path;
 }
