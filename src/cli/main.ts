@@ -2,10 +2,7 @@ import { ConfigError, loadConfig } from '../config.ts';
 import { openDatabase } from '../db/database.ts';
 import { migrateToLatest } from '../db/migrate.ts';
 import { InputError } from '../errors.ts';
-import { importFile } from '../import/import.ts';
-import { serve } from '../server.ts';
 import { type Io, withDatabase } from './context.ts';
-import { demoCommand } from './demo.ts';
 import { KEYS_USAGE, keysCommand } from './keys.ts';
 import { USERS_USAGE, usersCommand } from './users.ts';
 
@@ -25,14 +22,19 @@ async function readStdin(): Promise<string> {
 
 const stdio: Io = { out: (line) => process.stdout.write(`${line}\n`), readStdin };
 
+// The server and the importer are loaded only by the commands that use them, so that the quick
+// commands (keys, users) start fast.
+
 /** Runs one command; returns the exit code. Failures are one line on standard error. */
 export async function main(argv: string[], io: Io = stdio): Promise<number> {
   const [command, ...args] = argv;
   try {
     switch (command) {
-      case 'serve':
+      case 'serve': {
+        const { serve } = await import('../server.ts');
         await serve(loadConfig());
         return 0;
+      }
       case 'migrate': {
         const handle = openDatabase(loadConfig().databaseUrl);
         try {
@@ -45,6 +47,7 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
       }
       case 'import': {
         if (args.length !== 1) throw new InputError('usage: safety-api import FILE');
+        const { importFile } = await import('../import/import.ts');
         const counts = await withDatabase((db) => importFile(db, args[0] as string));
         io.out(
           `Imported ${counts.account} accounts, ${counts.department} departments, ${counts.location} locations, ` +
@@ -52,9 +55,11 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
         );
         return 0;
       }
-      case 'demo':
+      case 'demo': {
+        const { demoCommand } = await import('./demo.ts');
         await demoCommand(args, io);
         return 0;
+      }
       case 'keys':
         await keysCommand(args, io);
         return 0;
