@@ -1,0 +1,223 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Kysely } from 'kysely';
+import { refusalReason } from '../../admin/access.ts';
+import { CSRF_FIELD, csrfTokenMatches } from '../../admin/csrf.ts';
+import { formField } from '../../admin/forms.ts';
+import { type AdminSession, endSession, loadSession, setFlash, takeFlash } from '../../admin/sessions.ts';
+import {
+  apiKeyPage,
+  INTEGRATIONS_PATH,
+  integrationsPage,
+  keyPath,
+  revokeConfirmationPage,
+} from '../../admin/views/api-keys.ts';
+import { layout, type Page, type SignedIn } from '../../admin/views/layout.ts';
+import { csrfFailurePage, messagePage } from '../../admin/views/message-page.ts';
+import { oauthClientsSection } from '../../admin/views/oauth-clients-section.ts';
+import { apiKeyRepository } from '../../db/repositories/api-keys.ts';
+import { userRepository } from '../../db/repositories/users.ts';
+import type { Database } from '../../db/schema.ts';
+import { InputError } from '../../errors.ts';
+import { type ApiKeyView, apiKeyService, toView } from '../../services/api-key-service.ts';
+import { sendPage } from './responses.ts';
+
+const AUDIT_TRAIL_LENGTH = 100;
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The signed-in Super Admin's session; set on every route of the key management pages. */
+    adminSession: AdminSession;
+  }
+}
+
+type KeyParams = { Params: { id: string } };
+
+function signedInAs(session: AdminSession): SignedIn {
+  return { principal: session.principal, csrfToken: session.csrfToken };
+}
+
+/** Renders a page of the signed-in area, with the one-time flash that was waiting for it. */
+async function sendSignedInPage(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  page: Page,
+): Promise<FastifyReply> {
+  const flash = await takeFlash(request, request.adminSession);
+  return sendPage(reply, 200, layout({ ...page, flash }));
+}
+
+async function userNames(db: Kysely<Database>, accountId: string, actors: (string | null)[]) {
+  const ids = [...new Set(actors.filter((actor): actor is string => actor !== null && actor !== 'cli'))];
+  const users = await userRepository.findNamesByIds(db, accountId, ids);
+  return new Map(users.map((user) => [user.id, user.name]));
+}
+
+/** The key if it belongs to the account; another account's key is as absent as a missing one. */
+async function ownKey(db: Kysely<Database>, keyId: string, accountId: string): Promise<ApiKeyView | null> {
+  const row = await apiKeyRepository.findById(db, keyId);
+  return row === undefined || row.account_id !== accountId ? null : toView(row);
+}
+
+function notFoundPage(session: AdminSession): string {
+  return messagePage({
+    title: 'API key not found',
+    message: 'This account has no API key with that id.',
+    next: { href: INTEGRATIONS_PATH, label: 'Back to Integrations' },
+    signedIn: signedInAs(session),
+  });
+}
+
+interface KeyAction {
+  run(
+    db: Kysely<Database>,
+    keyId: string,
+    body: unknown,
+    actor: string,
+    accountId: string,
+  ): Promise<ApiKeyView>;
+  done(key: ApiKeyView): string;
+}
+
+const KEY_ACTIONS: Record<string, KeyAction> = {
+  rename: {
+    run: (db, keyId, body, actor, accountId) =>
+      apiKeyService.rename(db, keyId, formField(body, 'name'), actor, accountId),
+    done: (key) => `Key renamed to “${key.name}”.`,
+  },
+  scope: {
+    run: (db, keyId, body, actor, accountId) =>
+      apiKeyService.setScope(db, keyId, formField(body, 'scope'), actor, accountId),
+    done: (key) => `Scope of “${key.name}” changed to ${key.scope}.`,
+  },
+  disable: {
+    run: (db, keyId, _body, actor, accountId) => apiKeyService.disable(db, keyId, actor, accountId),
+    done: (key) => `Key “${key.name}” disabled: requests with it are refused until it is enabled.`,
+  },
+  enable: {
+    run: (db, keyId, _body, actor, accountId) => apiKeyService.enable(db, keyId, actor, accountId),
+    done: (key) => `Key “${key.name}” enabled.`,
+  },
+  revoke: {
+    run: (db, keyId, _body, actor, accountId) => apiKeyService.revoke(db, keyId, actor, accountId),
+    done: (key) => `Key “${key.name}” revoked permanently.`,
+  },
+};
+
+/**
+ * Settings > Integrations and the API key pages. Every request re-checks the session and the
+ * person behind it; every POST must carry the session's CSRF token.
+ */
+export async function adminApiKeyRoutes(app: FastifyInstance): Promise<void> {
+  app.decorateRequest('adminSession', null as never);
+
+  app.addHook('preHandler', async (request, reply) => {
+    const session = await loadSession(request);
+    if (request.method === 'POST') {
+      if (session === null || !csrfTokenMatches(session.csrfToken, formField(request.body, CSRF_FIELD))) {
+        return sendPage(reply, 403, csrfFailurePage());
+      }
+    } else if (session === null) {
+      return reply.redirect('/admin/sign-in', 303);
+    }
+    const reason = refusalReason(session.principal);
+    if (reason !== null) {
+      await endSession(request, reply, session);
+      return sendPage(
+        reply,
+        403,
+        messagePage({
+          title: 'Access refused',
+          message: reason,
+          next: { href: '/admin/sign-in', label: 'Sign in as someone else' },
+        }),
+      );
+    }
+    request.adminSession = session;
+  });
+
+  app.get('/settings', async (_request, reply) => reply.redirect(INTEGRATIONS_PATH, 303));
+
+  app.get('/settings/integrations', async (request, reply) => {
+    const session = request.adminSession;
+    const { db } = request.server;
+    const accountId = session.principal.accountId;
+    const now = new Date();
+    const [keys, events, oauthClients] = await Promise.all([
+      apiKeyService.list(db, accountId, now),
+      apiKeyRepository.listEvents(db, accountId, AUDIT_TRAIL_LENGTH),
+      oauthClientsSection(db, accountId),
+    ]);
+    const names = await userNames(db, accountId, [
+      ...keys.map((key) => key.created_by),
+      ...events.map((event) => event.actor),
+    ]);
+    return sendSignedInPage(
+      request,
+      reply,
+      integrationsPage({ signedIn: signedInAs(session), keys, events, userNames: names, oauthClients, now }),
+    );
+  });
+
+  app.post('/settings/integrations/api-keys', async (request, reply) => {
+    const session = request.adminSession;
+    try {
+      const { key, rawKey } = await apiKeyService.create(request.server.db, {
+        accountId: session.principal.accountId,
+        name: formField(request.body, 'name'),
+        scope: formField(request.body, 'scope') || undefined,
+        expiresAt: formField(request.body, 'expires_at') || null,
+        actor: session.principal.userId,
+      });
+      await setFlash(request, session, { kind: 'success', message: `API key “${key.name}” created`, rawKey });
+    } catch (error) {
+      if (!(error instanceof InputError)) throw error;
+      await setFlash(request, session, {
+        kind: 'error',
+        message: `The key was not created: ${error.message}.`,
+      });
+    }
+    // Redirecting means a reload never creates a second key, and the raw key never sits in a URL.
+    return reply.redirect(INTEGRATIONS_PATH, 303);
+  });
+
+  app.get<KeyParams>('/settings/integrations/api-keys/:id', async (request, reply) => {
+    const session = request.adminSession;
+    const { db } = request.server;
+    const key = await ownKey(db, request.params.id, session.principal.accountId);
+    if (key === null) return sendPage(reply, 404, notFoundPage(session));
+    const names = await userNames(db, session.principal.accountId, [key.created_by]);
+    return sendSignedInPage(
+      request,
+      reply,
+      apiKeyPage({ signedIn: signedInAs(session), key, userNames: names, now: new Date() }),
+    );
+  });
+
+  app.get<KeyParams>('/settings/integrations/api-keys/:id/revoke', async (request, reply) => {
+    const session = request.adminSession;
+    const key = await ownKey(request.server.db, request.params.id, session.principal.accountId);
+    if (key === null) return sendPage(reply, 404, notFoundPage(session));
+    return sendSignedInPage(request, reply, revokeConfirmationPage({ signedIn: signedInAs(session), key }));
+  });
+
+  for (const [name, action] of Object.entries(KEY_ACTIONS)) {
+    app.post<KeyParams>(`/settings/integrations/api-keys/:id/${name}`, async (request, reply) => {
+      const session = request.adminSession;
+      const { db } = request.server;
+      const { accountId, userId } = session.principal;
+      const keyId = request.params.id;
+      try {
+        const key = await action.run(db, keyId, request.body, userId, accountId);
+        await setFlash(request, session, { kind: 'success', message: action.done(key) });
+      } catch (error) {
+        if (!(error instanceof InputError)) throw error;
+        await setFlash(request, session, {
+          kind: 'error',
+          message: `Nothing was changed: ${error.message}.`,
+        });
+        if ((await ownKey(db, keyId, accountId)) === null) return reply.redirect(INTEGRATIONS_PATH, 303);
+      }
+      return reply.redirect(keyPath(keyId), 303);
+    });
+  }
+}

@@ -1,0 +1,73 @@
+import cookie from '@fastify/cookie';
+import formbody from '@fastify/formbody';
+import type { FastifyError, FastifyInstance } from 'fastify';
+import { SignInThrottle } from '../../admin/sign-in-throttle.ts';
+import { INTEGRATIONS_PATH } from '../../admin/views/api-keys.ts';
+import { messagePage } from '../../admin/views/message-page.ts';
+import { adminApiKeyRoutes } from './api-keys.ts';
+import { adminAssetRoutes } from './assets.ts';
+import { sendPage } from './responses.ts';
+import { adminSignInRoutes } from './sign-in.ts';
+
+// Pages load only the panel's own files: no inline script or style, no framing, and forms post
+// only back to the panel. Pages may show a raw key once, so no cache may keep them.
+const SECURITY_HEADERS = {
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'same-origin',
+  'cache-control': 'no-store',
+};
+
+/**
+ * The admin panel, mounted at /admin: server-rendered pages for Super Admins. Cookies and form
+ * bodies are parsed only inside this plugin, so the public API stays untouched by them.
+ */
+export async function adminRoutes(app: FastifyInstance): Promise<void> {
+  await app.register(cookie);
+  await app.register(formbody);
+
+  const throttle = SignInThrottle.create(app.config.redisUrl);
+  app.addHook('onClose', () => throttle.close());
+
+  app.addHook('onRequest', async (_request, reply) => {
+    reply.headers(SECURITY_HEADERS);
+  });
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const status = error.statusCode ?? 500;
+    if (status >= 400 && status < 500) {
+      return sendPage(reply, status, messagePage({ title: 'Request not accepted', message: error.message }));
+    }
+    request.log.error({ err: error }, 'unhandled admin panel error');
+    return sendPage(
+      reply,
+      500,
+      messagePage({
+        title: 'Something went wrong',
+        message: 'The panel could not complete this request. The error has been logged.',
+        next: { href: '/admin', label: 'Back to the admin panel' },
+      }),
+    );
+  });
+
+  app.setNotFoundHandler((_request, reply) =>
+    sendPage(
+      reply,
+      404,
+      messagePage({
+        title: 'Page not found',
+        message: 'There is no admin panel page at this address.',
+        next: { href: '/admin', label: 'Back to the admin panel' },
+      }),
+    ),
+  );
+
+  app.get('/', async (_request, reply) => reply.redirect(INTEGRATIONS_PATH, 303));
+
+  await app.register(adminAssetRoutes);
+  await app.register(adminSignInRoutes, { throttle });
+  await app.register(adminApiKeyRoutes);
+}

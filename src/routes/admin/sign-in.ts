@@ -1,0 +1,119 @@
+import { randomBytes } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { principalOfUser, refusalReason } from '../../admin/access.ts';
+import { CSRF_FIELD, csrfTokenMatches, newCsrfToken } from '../../admin/csrf.ts';
+import { formField } from '../../admin/forms.ts';
+import {
+  adminCookieOptions,
+  endSession,
+  loadSession,
+  SIGN_IN_COOKIE,
+  startSession,
+} from '../../admin/sessions.ts';
+import type { SignInThrottle } from '../../admin/sign-in-throttle.ts';
+import { INTEGRATIONS_PATH } from '../../admin/views/api-keys.ts';
+import { csrfFailurePage, messagePage } from '../../admin/views/message-page.ts';
+import { signInPage } from '../../admin/views/sign-in.ts';
+import { hashPassword, verifyPassword } from '../../auth/passwords.ts';
+import { accountRepository } from '../../db/repositories/accounts.ts';
+import { userRepository } from '../../db/repositories/users.ts';
+import { sendPage } from './responses.ts';
+
+const SIGN_IN_PATH = '/admin/sign-in';
+
+// Unknown emails are checked against this hash too, so the response time does not tell an
+// attacker which emails have an account.
+let decoyHash: Promise<string> | undefined;
+function decoyPasswordHash(): Promise<string> {
+  decoyHash ??= hashPassword(randomBytes(32).toString('hex'));
+  return decoyHash;
+}
+
+/** The sign-in form's CSRF token: the one the browser already holds, or a new one. */
+function signInToken(request: FastifyRequest, reply: FastifyReply): string {
+  const existing = request.cookies[SIGN_IN_COOKIE];
+  if (existing !== undefined && /^[A-Za-z0-9_-]{43}$/.test(existing)) return existing;
+  const token = newCsrfToken();
+  reply.setCookie(SIGN_IN_COOKIE, token, adminCookieOptions(request));
+  return token;
+}
+
+function waitDescription(seconds: number): string {
+  if (seconds < 60) return `${seconds} second${seconds === 1 ? '' : 's'}`;
+  const minutes = Math.ceil(seconds / 60);
+  return `${minutes} minute${minutes === 1 ? '' : 's'}`;
+}
+
+export async function adminSignInRoutes(
+  app: FastifyInstance,
+  options: { throttle: SignInThrottle },
+): Promise<void> {
+  const { throttle } = options;
+
+  app.get<{ Querystring: { 'signed-out'?: string } }>('/sign-in', async (request, reply) => {
+    const session = await loadSession(request);
+    if (session !== null && refusalReason(session.principal) === null) {
+      return reply.redirect(INTEGRATIONS_PATH, 303);
+    }
+    const notice = request.query['signed-out'] === undefined ? undefined : 'You are signed out.';
+    return sendPage(reply, 200, signInPage({ csrfToken: signInToken(request, reply), notice }));
+  });
+
+  app.post('/sign-in', async (request, reply) => {
+    const email = formField(request.body, 'email').trim();
+    const password = formField(request.body, 'password');
+    const token = request.cookies[SIGN_IN_COOKIE];
+    if (!csrfTokenMatches(token, formField(request.body, CSRF_FIELD))) {
+      return sendPage(reply, 403, csrfFailurePage());
+    }
+    const again = (status: number, error: string) =>
+      sendPage(reply, status, signInPage({ csrfToken: token as string, email, error }));
+    if (email === '' || password === '') return again(400, 'Enter your email and password.');
+
+    const wait = await throttle.secondsToWait(email, request.ip);
+    if (wait > 0) {
+      reply.header('retry-after', wait);
+      return again(
+        429,
+        `Too many failed sign-in attempts. Wait ${waitDescription(wait)} before trying again.`,
+      );
+    }
+
+    const user = await userRepository.findByEmail(request.server.db, email);
+    const verified = await verifyPassword(password, user?.password_hash ?? (await decoyPasswordHash()));
+    if (user === undefined || !verified) {
+      await throttle.recordFailure(email, request.ip);
+      return again(401, 'The email or password is incorrect.');
+    }
+    await throttle.recordSuccess(email);
+
+    const account = await accountRepository.findById(request.server.db, user.account_id);
+    const reason =
+      account === undefined
+        ? 'Your account no longer exists.'
+        : refusalReason(principalOfUser(user, account));
+    if (reason !== null) {
+      return sendPage(
+        reply,
+        403,
+        messagePage({
+          title: 'Access refused',
+          message: reason,
+          next: { href: SIGN_IN_PATH, label: 'Sign in as someone else' },
+        }),
+      );
+    }
+    await startSession(request, reply, user);
+    return reply.redirect(INTEGRATIONS_PATH, 303);
+  });
+
+  app.post('/sign-out', async (request, reply) => {
+    const session = await loadSession(request);
+    if (session === null) return reply.redirect(SIGN_IN_PATH, 303);
+    if (!csrfTokenMatches(session.csrfToken, formField(request.body, CSRF_FIELD))) {
+      return sendPage(reply, 403, csrfFailurePage());
+    }
+    await endSession(request, reply, session);
+    return reply.redirect(`${SIGN_IN_PATH}?signed-out=1`, 303);
+  });
+}
