@@ -7,6 +7,7 @@ import type { PublicRateLimiter } from './auth/rate-limit.ts';
 import type { Config } from './config.ts';
 import type { Database } from './db/schema.ts';
 import { registerErrorHandling } from './errors.ts';
+import { adminRoutes } from './routes/admin/index.ts';
 import { publicApiRoutes } from './routes/public/index.ts';
 import type { Services } from './services/index.ts';
 
@@ -51,5 +52,6 @@ export async function buildApp(config: Config, services: Services): Promise<Fast
   registerErrorHandling(app);
 
   await app.register(publicApiRoutes, { prefix: '/api/v1/public' });
+  await app.register(adminRoutes, { prefix: '/admin' });
   return app;
 }

@@ -1,5 +1,6 @@
 import { type Kysely, type Migration, Migrator } from 'kysely';
 import * as initial from './migrations/0001_initial.ts';
+import * as adminSessions from './migrations/0002_admin_sessions.ts';
 import type { Database } from './schema.ts';
 
 /**
@@ -8,6 +9,7 @@ import type { Database } from './schema.ts';
  */
 export const migrations: Record<string, Migration> = {
   '0001_initial': initial,
+  '0002_admin_sessions': adminSessions,
 };
 
 /** Applies pending migrations; throws with the failing migration's name and cause. */

@@ -91,6 +91,20 @@ export interface ApiKeyEventsTable {
   created_at: string;
 }
 
+export interface AdminSessionsTable {
+  /** SHA-256 (hex) of the session id; the raw id exists only in the browser's cookie. */
+  id_hash: string;
+  user_id: string;
+  account_id: string;
+  csrf_token: string;
+  /** A one-time message for the next page, encrypted with a key derived from the raw session id. */
+  flash: ColumnType<string | null, string | null | undefined, string | null>;
+  created_at: string;
+  last_seen_at: string;
+  /** Absolute end of the session, whatever its activity. */
+  expires_at: string;
+}
+
 export interface Database {
   accounts: AccountsTable;
   departments: DepartmentsTable;
@@ -99,4 +113,5 @@ export interface Database {
   incidents: IncidentsTable;
   api_keys: ApiKeysTable;
   api_key_events: ApiKeyEventsTable;
+  admin_sessions: AdminSessionsTable;
 }

@@ -52,6 +52,21 @@ export const userRepository = {
       .executeTakeFirst();
   },
 
+  /** Names of those of `ids` that are users of the account, for showing who did something. */
+  async findNamesByIds(
+    db: Kysely<Database>,
+    accountId: string,
+    ids: string[],
+  ): Promise<{ id: string; name: string }[]> {
+    if (ids.length === 0) return [];
+    return db
+      .selectFrom('users')
+      .select(['id', 'name'])
+      .where('account_id', '=', accountId)
+      .where('id', 'in', ids)
+      .execute();
+  },
+
   async setPasswordHash(db: Kysely<Database>, id: string, passwordHash: string): Promise<void> {
     await db.updateTable('users').set({ password_hash: passwordHash }).where('id', '=', id).execute();
   },
