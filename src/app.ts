@@ -7,8 +7,11 @@ import type { PublicRateLimiter } from './auth/rate-limit.ts';
 import type { Config } from './config.ts';
 import type { Database } from './db/schema.ts';
 import { registerErrorHandling } from './errors.ts';
+import { registerObservability } from './observability.ts';
+import oauthPlugin from './oauth/plugin.ts';
 import { adminRoutes } from './routes/admin/index.ts';
 import { publicApiRoutes } from './routes/public/index.ts';
+import { widerApiRoutes } from './routes/wider/index.ts';
 import type { Services } from './services/index.ts';
 
 declare module 'fastify' {
@@ -50,8 +53,11 @@ export async function buildApp(config: Config, services: Services): Promise<Fast
     reply.header('x-request-id', request.id);
   });
   registerErrorHandling(app);
+  registerObservability(app);
 
   await app.register(publicApiRoutes, { prefix: '/api/v1/public' });
   await app.register(adminRoutes, { prefix: '/admin' });
+  await app.register(oauthPlugin);
+  await app.register(widerApiRoutes, { prefix: '/api/v1' });
   return app;
 }

@@ -1,0 +1,105 @@
+import type { FastifyInstance } from 'fastify';
+import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+
+/**
+ * Operational endpoints outside the versioned API: Prometheus metrics at `/metrics` and the
+ * OpenAPI 3.1 document of the public and wider APIs at `/openapi.json`, generated from the very
+ * route schemas that serialize the responses, so the document cannot drift from the code.
+ */
+
+interface DocumentedRoute {
+  method: string;
+  url: string;
+  schema: Record<string, unknown>;
+}
+
+/** Must run before any route is registered: it watches every route as it is added. */
+export function registerObservability(app: FastifyInstance): void {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const requests = new Counter({
+    name: 'http_requests_total',
+    help: 'HTTP responses sent, by method, route pattern and status code',
+    labelNames: ['method', 'route', 'status_code'] as const,
+    registers: [registry],
+  });
+  const duration = new Histogram({
+    name: 'http_request_duration_seconds',
+    help: 'Time from request to response, by route pattern',
+    labelNames: ['method', 'route'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [registry],
+  });
+
+  app.addHook('onResponse', async (request, reply) => {
+    // The route pattern, never the raw URL, keeps label cardinality bounded.
+    const route = request.routeOptions.url ?? 'unmatched';
+    requests.inc({ method: request.method, route, status_code: reply.statusCode });
+    duration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
+  });
+
+  const documented: DocumentedRoute[] = [];
+  app.addHook('onRoute', (route) => {
+    if (!route.url.startsWith('/api/') || route.schema?.response === undefined) return;
+    for (const method of [route.method].flat()) {
+      if (method !== 'HEAD')
+        documented.push({ method, url: route.url, schema: route.schema as Record<string, unknown> });
+    }
+  });
+
+  app.get('/metrics', async (_request, reply) => {
+    reply.type(registry.contentType);
+    return registry.metrics();
+  });
+
+  let document: unknown;
+  app.get('/openapi.json', async () => {
+    document ??= openApiDocument(app.config.baseUrl, documented);
+    return document;
+  });
+}
+
+function openApiDocument(baseUrl: string, routes: DocumentedRoute[]): unknown {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const { method, url, schema } of routes) {
+    const path = url.replace(/:(\w+)/g, '{$1}');
+    const parameters = [...url.matchAll(/:(\w+)/g)].map((m) => ({
+      name: m[1],
+      in: 'path',
+      required: true,
+      schema: { type: 'string' },
+    }));
+    const responses = Object.fromEntries(
+      Object.entries(schema.response as Record<string, unknown>).map(([status, body]) => [
+        status,
+        { description: `HTTP ${status}`, content: { 'application/json': { schema: body } } },
+      ]),
+    );
+    paths[path] ??= {};
+    (paths[path] as Record<string, unknown>)[method.toLowerCase()] = {
+      summary: schema.summary,
+      security: [{ [url.startsWith('/api/v1/public/') ? 'apiKey' : 'oauth2']: [] }],
+      ...(parameters.length > 0 ? { parameters } : {}),
+      responses,
+    };
+  }
+  return {
+    openapi: '3.1.0',
+    info: { title: 'Safety Incident API', version: '1' },
+    servers: [{ url: baseUrl }],
+    components: {
+      securitySchemes: {
+        apiKey: {
+          type: 'http',
+          scheme: 'bearer',
+          description: 'API key: svc_ followed by 40 lowercase hex characters',
+        },
+        oauth2: {
+          type: 'openIdConnect',
+          openIdConnectUrl: `${baseUrl}/integration/v1/oauth2/.well-known/openid-configuration`,
+        },
+      },
+    },
+    paths,
+  };
+}

@@ -1,0 +1,62 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { bearer, createTestContext, seedAccount, seedKey, type TestContext } from './helpers.ts';
+
+describe('operational endpoints', () => {
+  let ctx: TestContext;
+  let rawKey: string;
+
+  before(async () => {
+    ctx = await createTestContext('sqlite');
+    ({ rawKey } = await seedKey(ctx.db, await seedAccount(ctx.db)));
+  });
+  after(() => ctx.close());
+
+  test('/metrics counts responses by route pattern and status, in Prometheus text', async () => {
+    await ctx.app.inject({
+      url: '/api/v1/public/incidents/00000000-0000-4000-8000-000000000000',
+      headers: bearer(rawKey),
+    });
+    await ctx.app.inject({ url: '/api/v1/public/users' });
+    const res = await ctx.app.inject({ url: '/metrics' });
+    assert.equal(res.statusCode, 200);
+    assert.match(String(res.headers['content-type']), /^text\/plain/);
+    assert.match(
+      res.body,
+      /http_requests_total\{method="GET",route="\/api\/v1\/public\/incidents\/:id",status_code="404"\} 1/,
+    );
+    assert.match(
+      res.body,
+      /http_requests_total\{method="GET",route="\/api\/v1\/public\/users",status_code="401"\} 1/,
+    );
+    assert.match(res.body, /http_request_duration_seconds_bucket/);
+    assert.match(res.body, /process_resident_memory_bytes/);
+  });
+
+  test('/openapi.json documents the public endpoints from the route schemas', async () => {
+    const res = await ctx.app.inject({ url: '/openapi.json' });
+    assert.equal(res.statusCode, 200);
+    const doc = res.json();
+    assert.equal(doc.openapi, '3.1.0');
+    for (const path of [
+      '/api/v1/public/incidents',
+      '/api/v1/public/incidents/{id}',
+      '/api/v1/public/users',
+      '/api/v1/public/departments',
+      '/api/v1/public/locations',
+    ]) {
+      assert.ok(doc.paths[path]?.get, path);
+    }
+    const list =
+      doc.paths['/api/v1/public/incidents'].get.responses['200'].content['application/json'].schema;
+    assert.deepEqual(Object.keys(list.properties.data.properties).sort(), ['data', 'pagination']);
+    assert.deepEqual(doc.paths['/api/v1/public/incidents/{id}'].get.parameters[0], {
+      name: 'id',
+      in: 'path',
+      required: true,
+      schema: { type: 'string' },
+    });
+    assert.ok(doc.paths['/api/v1/public/users'].get.responses['429']);
+    assert.deepEqual(doc.paths['/api/v1/public/users'].get.security, [{ apiKey: [] }]);
+  });
+});
