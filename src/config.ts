@@ -14,6 +14,10 @@ export interface Config {
   /** `null` keeps rate-limit counters in process memory. */
   redisUrl: string | null;
   logLevel: LogLevel;
+  /** Private JWK set signing OAuth tokens (OAUTH_JWKS); `null`: generated once and kept in the database. */
+  oauthJwks: { keys: Record<string, unknown>[] } | null;
+  /** Secrets signing OAuth cookies, newest first (OAUTH_COOKIE_KEYS); `null`: generated once and kept. */
+  oauthCookieKeys: string[] | null;
 }
 
 export class ConfigError extends Error {
@@ -61,6 +65,39 @@ function parseDatabaseUrl(raw: string | undefined, problems: string[]): string {
   return raw;
 }
 
+const MIN_COOKIE_KEY_LENGTH = 32;
+
+function parseOauthJwks(raw: string | undefined, problems: string[]): Config['oauthJwks'] {
+  if (raw === undefined || raw === '') return null;
+  let jwks: unknown;
+  try {
+    jwks = JSON.parse(raw);
+  } catch {
+    problems.push('OAUTH_JWKS must be a JSON Web Key Set (JSON)');
+    return null;
+  }
+  const keys = (jwks as { keys?: unknown })?.keys;
+  const isPrivateKey = (k: unknown) =>
+    typeof k === 'object' && k !== null && typeof (k as Record<string, unknown>).kty === 'string' && 'd' in k;
+  if (!Array.isArray(keys) || keys.length === 0 || !keys.every(isPrivateKey)) {
+    problems.push('OAUTH_JWKS must be {"keys":[…]} with at least one private key (kty and d)');
+    return null;
+  }
+  return { keys };
+}
+
+function parseOauthCookieKeys(raw: string | undefined, problems: string[]): string[] | null {
+  if (raw === undefined || raw === '') return null;
+  const keys = raw.split(',').map((k) => k.trim());
+  if (keys.some((k) => k.length < MIN_COOKIE_KEY_LENGTH)) {
+    problems.push(
+      `OAUTH_COOKIE_KEYS must be comma-separated secrets of at least ${MIN_COOKIE_KEY_LENGTH} characters`,
+    );
+    return null;
+  }
+  return keys;
+}
+
 /** Reads and validates the environment; throws one ConfigError listing every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const problems: string[] = [];
@@ -85,6 +122,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     else problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${env.LOG_LEVEL}")`);
   }
 
+  const oauthJwks = parseOauthJwks(env.OAUTH_JWKS, problems);
+  const oauthCookieKeys = parseOauthCookieKeys(env.OAUTH_COOKIE_KEYS, problems);
+
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
-  return { port, host, baseUrl, databaseUrl, redisUrl, logLevel };
+  return { port, host, baseUrl, databaseUrl, redisUrl, logLevel, oauthJwks, oauthCookieKeys };
 }

@@ -1,6 +1,7 @@
 import { type Kysely, type Migration, Migrator } from 'kysely';
 import * as initial from './migrations/0001_initial.ts';
 import * as adminSessions from './migrations/0002_admin_sessions.ts';
+import * as oauth from './migrations/0003_oauth.ts';
 import type { Database } from './schema.ts';
 
 /**
@@ -10,6 +11,7 @@ import type { Database } from './schema.ts';
 export const migrations: Record<string, Migration> = {
   '0001_initial': initial,
   '0002_admin_sessions': adminSessions,
+  '0003_oauth': oauth,
 };
 
 /** Applies pending migrations; throws with the failing migration's name and cause. */

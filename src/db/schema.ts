@@ -105,6 +105,39 @@ export interface AdminSessionsTable {
   expires_at: string;
 }
 
+export interface OauthClientsTable {
+  client_id: string;
+  account_id: string;
+  name: string;
+  /** JSON array of the registered redirect URIs. */
+  redirect_uris: string;
+  is_public: Flag;
+  /** SHA-256 (hex) of the client secret; null for a public client. */
+  secret_hash: string | null;
+  created_at: string;
+}
+
+export interface OauthPayloadsTable {
+  /** oidc-provider model name: AccessToken, RefreshToken, Grant, Session, Interaction, … */
+  model: string;
+  id: string;
+  /** The model's payload as JSON text. */
+  payload: string;
+  grant_id: string | null;
+  user_code: string | null;
+  uid: string | null;
+  expires_at: string | null;
+  consumed_at: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+export interface OauthKeysTable {
+  /** `jwks` (token signing keys) or `cookie_keys`. */
+  kind: string;
+  /** JSON text. */
+  value: string;
+  created_at: string;
+}
+
 export interface Database {
   accounts: AccountsTable;
   departments: DepartmentsTable;
@@ -114,4 +147,7 @@ export interface Database {
   api_keys: ApiKeysTable;
   api_key_events: ApiKeyEventsTable;
   admin_sessions: AdminSessionsTable;
+  oauth_clients: OauthClientsTable;
+  oauth_payloads: OauthPayloadsTable;
+  oauth_keys: OauthKeysTable;
 }

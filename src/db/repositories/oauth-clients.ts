@@ -1,0 +1,53 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../schema.ts';
+
+export interface OauthClientRow {
+  client_id: string;
+  account_id: string;
+  name: string;
+  /** JSON array of redirect URIs. */
+  redirect_uris: string;
+  is_public: number;
+  secret_hash: string | null;
+  created_at: string;
+}
+
+const COLUMNS = [
+  'client_id',
+  'account_id',
+  'name',
+  'redirect_uris',
+  'is_public',
+  'secret_hash',
+  'created_at',
+] as const;
+
+export const oauthClientRepository = {
+  async findById(db: Kysely<Database>, clientId: string): Promise<OauthClientRow | undefined> {
+    return db
+      .selectFrom('oauth_clients')
+      .select(COLUMNS)
+      .where('client_id', '=', clientId)
+      .executeTakeFirst();
+  },
+
+  async listByAccount(db: Kysely<Database>, accountId: string): Promise<OauthClientRow[]> {
+    return db
+      .selectFrom('oauth_clients')
+      .select(COLUMNS)
+      .where('account_id', '=', accountId)
+      .orderBy('created_at', 'desc')
+      .orderBy('client_id')
+      .execute();
+  },
+
+  async insert(db: Kysely<Database>, row: OauthClientRow): Promise<void> {
+    await db.insertInto('oauth_clients').values(row).execute();
+  },
+
+  /** Returns whether a client was deleted. */
+  async delete(db: Kysely<Database>, clientId: string): Promise<boolean> {
+    const result = await db.deleteFrom('oauth_clients').where('client_id', '=', clientId).executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
+  },
+};

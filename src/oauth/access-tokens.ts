@@ -1,0 +1,48 @@
+import type { Kysely } from 'kysely';
+import type { Provider } from 'oidc-provider';
+import { oauthClientRepository } from '../db/repositories/oauth-clients.ts';
+import { userRepository } from '../db/repositories/users.ts';
+import type { Database } from '../db/schema.ts';
+import { userMayUseAccount } from './accounts.ts';
+
+/**
+ * The resource-server side: what an access token presented to the wider API stands for. Tokens
+ * are opaque and looked up in the provider's store, so revocation, grant revocation (refresh-token
+ * reuse), client deletion and user deactivation all take effect at the very next request.
+ */
+
+export interface TokenPrincipal {
+  /** The account whose data the token reads: its client's account. */
+  accountId: string;
+  clientId: string;
+  /** The signed-in user, or `null` for a client-credentials token. */
+  userId: string | null;
+  scopes: Set<string>;
+}
+
+export type AccessTokenVerifier = (token: string) => Promise<TokenPrincipal | null>;
+
+export function accessTokenVerifier(provider: Provider, db: Kysely<Database>): AccessTokenVerifier {
+  return async (value) => {
+    // Malformed values make the models throw; they are unknown tokens like any other.
+    const find = async () =>
+      (await provider.AccessToken.find(value)) ?? (await provider.ClientCredentials.find(value));
+    const token = await find().catch(() => undefined);
+    if (token === undefined || token.isExpired || token.clientId === undefined) return null;
+
+    const client = await oauthClientRepository.findById(db, token.clientId);
+    if (client === undefined) return null;
+
+    const userId = token.kind === 'AccessToken' ? (token.accountId ?? null) : null;
+    if (token.kind === 'AccessToken') {
+      const user = userId === null ? undefined : await userRepository.findById(db, userId);
+      if (!userMayUseAccount(user, client.account_id)) return null;
+    }
+    return {
+      accountId: client.account_id,
+      clientId: client.client_id,
+      userId,
+      scopes: new Set((token.scope ?? '').split(' ').filter((s) => s !== '')),
+    };
+  };
+}

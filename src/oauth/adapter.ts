@@ -1,0 +1,126 @@
+import type { Kysely } from 'kysely';
+import type { Adapter, AdapterFactory, AdapterPayload } from 'oidc-provider';
+import { oauthClientRepository } from '../db/repositories/oauth-clients.ts';
+import { oauthPayloadRepository } from '../db/repositories/oauth-payloads.ts';
+import type { Database } from '../db/schema.ts';
+import { redirectUrisOf } from './clients.ts';
+import { ALL_SCOPES } from './scopes.ts';
+
+/**
+ * oidc-provider's persistence in the product's database. Clients come from `oauth_clients`
+ * (registered by a Super Admin, never through dynamic registration); every other model is a JSON
+ * payload in `oauth_payloads`, looked up by id, uid or user code.
+ */
+
+const CONFIDENTIAL_GRANTS = ['authorization_code', 'refresh_token', 'client_credentials'];
+// A public client cannot keep a secret, so it cannot authenticate a client-credentials request.
+const PUBLIC_GRANTS = ['authorization_code', 'refresh_token'];
+
+const isoFromNow = (seconds: number): string => new Date(Date.now() + seconds * 1000).toISOString();
+const epochSeconds = (iso: string): number => Math.floor(Date.parse(iso) / 1000);
+
+class ClientAdapter implements Adapter {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async find(clientId: string): Promise<AdapterPayload | undefined> {
+    const row = await oauthClientRepository.findById(this.db, clientId);
+    if (row === undefined) return undefined;
+    const isPublic = row.is_public === 1;
+    return {
+      client_id: row.client_id,
+      client_name: row.name,
+      // The SHA-256 of the secret: `compareClientSecret` (provider.ts) hashes what the client sends.
+      ...(isPublic ? {} : { client_secret: row.secret_hash as string }),
+      token_endpoint_auth_method: isPublic ? 'none' : 'client_secret_basic',
+      redirect_uris: redirectUrisOf(row),
+      grant_types: isPublic ? PUBLIC_GRANTS : CONFIDENTIAL_GRANTS,
+      response_types: ['code'],
+      scope: ALL_SCOPES.join(' '),
+      account_id: row.account_id,
+    };
+  }
+
+  async upsert(): Promise<void> {
+    throw new Error('OAuth clients are registered through the CLI or the admin panel');
+  }
+
+  async destroy(): Promise<void> {
+    throw new Error('OAuth clients are deleted through the CLI or the admin panel');
+  }
+
+  async findByUid(): Promise<undefined> {
+    return undefined;
+  }
+
+  async findByUserCode(): Promise<undefined> {
+    return undefined;
+  }
+
+  async consume(): Promise<void> {}
+
+  async revokeByGrantId(): Promise<void> {}
+}
+
+class PayloadAdapter implements Adapter {
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly model: string,
+  ) {}
+
+  async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {
+    await oauthPayloadRepository.upsert(this.db, {
+      model: this.model,
+      id,
+      payload: JSON.stringify(payload),
+      grant_id: payload.grantId ?? null,
+      user_code: payload.userCode ?? null,
+      uid: payload.uid ?? null,
+      expires_at: expiresIn === undefined ? null : isoFromNow(expiresIn),
+    });
+  }
+
+  find(id: string): Promise<AdapterPayload | undefined> {
+    return this.findBy('id', id);
+  }
+
+  findByUid(uid: string): Promise<AdapterPayload | undefined> {
+    return this.findBy('uid', uid);
+  }
+
+  findByUserCode(userCode: string): Promise<AdapterPayload | undefined> {
+    return this.findBy('user_code', userCode);
+  }
+
+  async consume(id: string): Promise<void> {
+    await oauthPayloadRepository.consume(this.db, this.model, id, new Date().toISOString());
+  }
+
+  async destroy(id: string): Promise<void> {
+    await oauthPayloadRepository.delete(this.db, this.model, id);
+  }
+
+  async revokeByGrantId(grantId: string): Promise<void> {
+    await oauthPayloadRepository.deleteByGrantId(this.db, grantId);
+  }
+
+  private async findBy(
+    column: 'id' | 'uid' | 'user_code',
+    value: string,
+  ): Promise<AdapterPayload | undefined> {
+    const row = await oauthPayloadRepository.findUnexpired(
+      this.db,
+      this.model,
+      column,
+      value,
+      new Date().toISOString(),
+    );
+    if (row === undefined) return undefined;
+    const payload = JSON.parse(row.payload) as AdapterPayload;
+    // A consumed refresh token presented again is how the provider detects reuse.
+    return row.consumed_at === null ? payload : { ...payload, consumed: epochSeconds(row.consumed_at) };
+  }
+}
+
+export function kyselyAdapter(db: Kysely<Database>): AdapterFactory {
+  return (model) => (model === 'Client' ? new ClientAdapter(db) : new PayloadAdapter(db, model));
+}

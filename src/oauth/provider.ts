@@ -1,0 +1,99 @@
+import type { Kysely } from 'kysely';
+import type { Configuration, Provider } from 'oidc-provider';
+import type { Database } from '../db/schema.ts';
+import { findAccount } from './accounts.ts';
+import { kyselyAdapter } from './adapter.ts';
+import { clientSecretMatches } from './clients.ts';
+import type { OauthKeys } from './keys.ts';
+import { API_SCOPES, CLAIMS_BY_SCOPE } from './scopes.ts';
+import { messagePage, PAGE_SECURITY_HEADERS } from './views.ts';
+
+/** Where the authorization server lives; the issuer is the base URL followed by this path. */
+export const OAUTH_PATH = '/integration/v1/oauth2';
+
+const MINUTE = 60;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+
+function configuration(db: Kysely<Database>, keys: OauthKeys): Configuration {
+  return {
+    adapter: kyselyAdapter(db),
+    findAccount: findAccount(db),
+    jwks: keys.jwks,
+    cookies: {
+      keys: keys.cookieKeys,
+      names: {
+        session: 'safety_oauth_session',
+        interaction: 'safety_oauth_interaction',
+        resume: 'safety_oauth_resume',
+      },
+    },
+    claims: Object.fromEntries(
+      Object.entries(CLAIMS_BY_SCOPE).map(([scope, claims]) => [scope, [...claims]]),
+    ),
+    scopes: API_SCOPES,
+    responseTypes: ['code'],
+    pkce: { required: () => true },
+    clientAuthMethods: ['client_secret_basic', 'client_secret_post', 'none'],
+    extraClientMetadata: { properties: ['account_id'] },
+    // The spec's paths, not oidc-provider's defaults (/auth, /token/revocation, /me).
+    routes: {
+      authorization: '/authorize',
+      token: '/token',
+      revocation: '/revoke',
+      userinfo: '/userinfo',
+      jwks: '/jwks',
+      end_session: '/session/end',
+    },
+    features: {
+      devInteractions: { enabled: false },
+      clientCredentials: { enabled: true },
+      revocation: { enabled: true },
+      userinfo: { enabled: true },
+      // Access tokens are opaque and read by the wider API in this same service (see access-tokens.ts).
+      resourceIndicators: { enabled: false },
+    },
+    interactions: { url: (_ctx, interaction) => `${OAUTH_PATH}/interaction/${interaction.uid}` },
+    // Integrations run unattended: every client allowed the refresh grant gets a refresh token,
+    // without `offline_access`, and it outlives the browser session that granted it.
+    issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
+    expiresWithSession: async () => false,
+    rotateRefreshToken: true,
+    ttl: {
+      AccessToken: HOUR,
+      ClientCredentials: HOUR,
+      AuthorizationCode: MINUTE,
+      IdToken: HOUR,
+      Interaction: HOUR,
+      RefreshToken: 30 * DAY,
+      Session: DAY,
+      Grant: 365 * DAY,
+    },
+    renderError: (ctx, out) => {
+      ctx.set(PAGE_SECURITY_HEADERS);
+      ctx.type = 'html';
+      ctx.body = messagePage('The app could not connect', out.error_description ?? out.error);
+    },
+  };
+}
+
+/**
+ * Builds the authorization server. oidc-provider is imported here, not at module load, so that
+ * CLI commands which never serve HTTP do not load it (it warns on stderr about Node.js 20).
+ */
+export async function createOauthProvider(
+  baseUrl: string,
+  db: Kysely<Database>,
+  keys: OauthKeys,
+): Promise<Provider> {
+  const { default: OidcProvider } = await import('oidc-provider');
+  const provider = new OidcProvider(`${baseUrl}${OAUTH_PATH}`, configuration(db, keys));
+  // The mount (plugin.ts) sets X-Forwarded-Proto/Host from BASE_URL, so every URL the provider
+  // builds uses the configured public origin whatever the Host header or TLS termination.
+  provider.proxy = true;
+  // Stored client secrets are SHA-256 hashes (adapter.ts): compare the hash of what was sent.
+  provider.Client.prototype.compareClientSecret = function compareClientSecret(actual: string) {
+    return typeof this.clientSecret === 'string' && clientSecretMatches(actual, this.clientSecret);
+  };
+  return provider;
+}

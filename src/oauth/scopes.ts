@@ -1,0 +1,32 @@
+/**
+ * The scopes of the authorization server. OpenID scopes select userinfo claims; the API scopes
+ * each open one list of the wider API (`/api/v1/<resource>`).
+ */
+
+/** Claims released per OpenID scope. `employment` carries the work fields of the user record. */
+export const CLAIMS_BY_SCOPE = {
+  openid: ['sub'],
+  profile: ['name'],
+  email: ['email'],
+  employment: ['role', 'department', 'job_title'],
+} as const;
+
+export const WIDER_API_RESOURCES = ['users', 'departments', 'locations', 'incidents'] as const;
+export type WiderApiResource = (typeof WIDER_API_RESOURCES)[number];
+
+export const apiScopeFor = (resource: WiderApiResource): string => `${resource}:read`;
+
+export const API_SCOPES = WIDER_API_RESOURCES.map(apiScopeFor);
+export const ALL_SCOPES = [...Object.keys(CLAIMS_BY_SCOPE), ...API_SCOPES];
+
+/** What the consent page says each scope grants. */
+export const SCOPE_DESCRIPTIONS: Record<string, string> = {
+  openid: 'Know who you are',
+  profile: 'Your name',
+  email: 'Your email address',
+  employment: 'Your role, department and job title',
+  'users:read': "Read your organization's people",
+  'departments:read': "Read your organization's departments",
+  'locations:read': "Read your organization's locations",
+  'incidents:read': "Read your organization's safety incidents",
+};

@@ -1,0 +1,126 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { type TSchema, Type } from 'typebox';
+import { accountRepository } from '../../db/repositories/accounts.ts';
+import { incidentRepository } from '../../db/repositories/incidents.ts';
+import { namedResourceRepository } from '../../db/repositories/named-resources.ts';
+import { userRepository } from '../../db/repositories/users.ts';
+import { ApiError } from '../../errors.ts';
+import type { TokenPrincipal } from '../../oauth/access-tokens.ts';
+import { apiScopeFor, type WiderApiResource } from '../../oauth/scopes.ts';
+import { ErrorSchema, IncidentSchema, NamedResourceSchema, UserSchema } from '../../schemas/public.ts';
+import { toIncident } from '../public/incidents.ts';
+import { type PageRequest, PaginationSchema, pagination, parsePageRequest } from './pagination.ts';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The verified OAuth 2 access token; set on wider-API routes. */
+    oauthPrincipal: TokenPrincipal;
+  }
+}
+
+const REALM = 'Bearer realm="safety-api"';
+const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/;
+
+function unauthorized(message: string, tokenGiven: boolean): ApiError {
+  const challenge = tokenGiven ? `${REALM}, error="invalid_token", error_description="${message}"` : REALM;
+  return new ApiError(401, null, message, { 'www-authenticate': challenge });
+}
+
+async function authenticateAccessToken(request: FastifyRequest): Promise<void> {
+  const match = BEARER.exec(request.headers.authorization ?? '');
+  if (match === null)
+    throw unauthorized('An OAuth 2 access token is required: send "Authorization: Bearer <token>".', false);
+  const token = match[1] as string;
+  if (token.startsWith('svc_')) {
+    throw unauthorized('API keys are not accepted here: this API takes OAuth 2 access tokens.', true);
+  }
+  const principal = await request.server.verifyAccessToken(token);
+  if (principal === null) throw unauthorized('The access token is invalid, expired or revoked.', true);
+  request.oauthPrincipal = principal;
+}
+
+function requireScope(request: FastifyRequest, scope: string): void {
+  if (request.oauthPrincipal.scopes.has(scope)) return;
+  throw new ApiError(403, null, `The access token lacks the "${scope}" scope.`, {
+    'www-authenticate': `${REALM}, error="insufficient_scope", scope="${scope}"`,
+  });
+}
+
+/** Items `start` … `start + limit - 1` of a list read whole; these lists are an account's staff and places. */
+function slice<T>(items: T[], page: PageRequest): T[] {
+  return items.slice(page.start, page.start + page.limit);
+}
+
+const listResponses = (item: TSchema) => ({
+  200: Type.Object({ response: Type.Array(item), pagination: PaginationSchema }),
+  400: ErrorSchema,
+  401: ErrorSchema,
+  403: ErrorSchema,
+  500: ErrorSchema,
+});
+
+const querySchema = Type.Object({
+  _start: Type.Optional(Type.String()),
+  _limit: Type.Optional(Type.String()),
+});
+
+/**
+ * Mounted at /api/v1: the wider API, read with OAuth 2 access tokens of the account's clients.
+ * Every list pages with `_start`/`_limit` and answers `{ response, pagination }`.
+ */
+export async function widerApiRoutes(app: FastifyInstance): Promise<void> {
+  app.decorateRequest('oauthPrincipal', null as never);
+  app.addHook('onRequest', authenticateAccessToken);
+
+  const list = <T>(
+    resource: WiderApiResource,
+    item: TSchema,
+    read: (accountId: string, page: PageRequest) => Promise<{ items: T[]; total: number }>,
+  ) =>
+    app.get(
+      `/${resource}`,
+      {
+        schema: {
+          summary: `List ${resource}, paged`,
+          querystring: querySchema,
+          response: listResponses(item),
+        },
+      },
+      async (request) => {
+        requireScope(request, apiScopeFor(resource));
+        const page = parsePageRequest(request.query as Record<string, unknown>);
+        const { items, total } = await read(request.oauthPrincipal.accountId, page);
+        return { response: items, pagination: pagination(page, total) };
+      },
+    );
+
+  list('users', UserSchema, async (accountId, page) => {
+    const users = await userRepository.listVisible(app.db, accountId);
+    return { items: slice(users, page), total: users.length };
+  });
+
+  for (const table of ['departments', 'locations'] as const) {
+    list(table, NamedResourceSchema, async (accountId, page) => {
+      const rows = await namedResourceRepository.listActive(app.db, table, accountId);
+      return { items: slice(rows, page), total: rows.length };
+    });
+  }
+
+  // Positions run from 1 (oldest) to incident_count (newest): newest first, item i has position
+  // total - i, so any page is an index range read however deep it is.
+  list('incidents', IncidentSchema, async (accountId, page) => {
+    const account = await accountRepository.findById(app.db, accountId);
+    const total = account?.incident_count ?? 0;
+    const highest = total - page.start;
+    const rows =
+      highest >= 1
+        ? await incidentRepository.listByPositionRange(
+            app.db,
+            accountId,
+            Math.max(highest - page.limit + 1, 1),
+            highest,
+          )
+        : [];
+    return { items: rows.map(toIncident), total };
+  });
+}

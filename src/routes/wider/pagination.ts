@@ -1,0 +1,53 @@
+import { type Static, Type } from 'typebox';
+import { ApiError } from '../../errors.ts';
+
+/** The wider API's paging convention: `_start` (offset, default 0) and `_limit` (default 20, at most 100). */
+
+export const DEFAULT_LIMIT = 20;
+export const MAX_LIMIT = 100;
+
+export interface PageRequest {
+  start: number;
+  limit: number;
+}
+
+export const PaginationSchema = Type.Object({
+  totalRecords: Type.Integer(),
+  perPage: Type.Integer(),
+  totalPages: Type.Integer(),
+  start: Type.Integer(),
+  currentPage: Type.Integer({ description: '1-based' }),
+});
+export type Pagination = Static<typeof PaginationSchema>;
+
+const DIGITS = /^\d{1,15}$/;
+
+function badParameter(message: string): ApiError {
+  return new ApiError(400, null, message);
+}
+
+/**
+ * Unlike the public incident list (which never answers 400), a malformed `_start` or `_limit` is
+ * refused with a message naming it. A `_limit` above the maximum is reduced to it, as the design says.
+ */
+export function parsePageRequest(query: Record<string, unknown>): PageRequest {
+  const start = query._start ?? '0';
+  const limit = query._limit ?? String(DEFAULT_LIMIT);
+  if (typeof start !== 'string' || !DIGITS.test(start)) {
+    throw badParameter(`_start must be a whole number of 0 or more (got ${JSON.stringify(start)})`);
+  }
+  if (typeof limit !== 'string' || !DIGITS.test(limit) || Number(limit) < 1) {
+    throw badParameter(`_limit must be a whole number from 1 to ${MAX_LIMIT} (got ${JSON.stringify(limit)})`);
+  }
+  return { start: Number(start), limit: Math.min(Number(limit), MAX_LIMIT) };
+}
+
+export function pagination(page: PageRequest, totalRecords: number): Pagination {
+  return {
+    totalRecords,
+    perPage: page.limit,
+    totalPages: Math.ceil(totalRecords / page.limit),
+    start: page.start,
+    currentPage: Math.floor(page.start / page.limit) + 1,
+  };
+}
