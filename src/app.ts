@@ -7,6 +7,7 @@ import type { PublicRateLimiter } from './auth/rate-limit.ts';
 import type { Config } from './config.ts';
 import type { Database } from './db/schema.ts';
 import { registerErrorHandling } from './errors.ts';
+import { registerObservability } from './observability.ts';
 import oauthPlugin from './oauth/plugin.ts';
 import { adminRoutes } from './routes/admin/index.ts';
 import { publicApiRoutes } from './routes/public/index.ts';
@@ -52,6 +53,7 @@ export async function buildApp(config: Config, services: Services): Promise<Fast
     reply.header('x-request-id', request.id);
   });
   registerErrorHandling(app);
+  registerObservability(app);
 
   await app.register(publicApiRoutes, { prefix: '/api/v1/public' });
   await app.register(adminRoutes, { prefix: '/admin' });
