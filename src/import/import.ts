@@ -4,7 +4,7 @@ import { extname } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Kysely } from 'kysely';
 import { accountRepository } from '../db/repositories/accounts.ts';
-import { incidentRepository } from '../db/repositories/incidents.ts';
+import { type IncidentInput, incidentRepository } from '../db/repositories/incidents.ts';
 import { namedResourceRepository } from '../db/repositories/named-resources.ts';
 import { type AccountOwnedTable, existingOwners } from '../db/repositories/ownership.ts';
 import { userRepository } from '../db/repositories/users.ts';
@@ -28,6 +28,25 @@ interface SourceRecord {
 }
 
 const BATCH_SIZE = 500;
+
+type IncidentKey = { created_at: string; id: string };
+
+interface IncidentChange {
+  /** Incidents of the account before this import. */
+  before: number;
+  /** Incident records of the account in this import (inserts and updates). */
+  records: number;
+  /** Largest (created_at, id) seen so far, in the store or in this import. */
+  newest: IncidentKey | null;
+  /** Smallest key that arrived after a larger one; `null` while the records came in order. */
+  disorderFrom: IncidentKey | null;
+}
+
+/** Paging order: (created_at, id) ascending, as `rerank` counts it. */
+function compareKeys(a: IncidentKey, b: IncidentKey): number {
+  if (a.created_at !== b.created_at) return a.created_at < b.created_at ? -1 : 1;
+  return a.id === b.id ? 0 : a.id < b.id ? -1 : 1;
+}
 const JSON_SECTIONS: Record<string, RecordType> = {
   accounts: 'account',
   departments: 'department',
@@ -116,11 +135,10 @@ class Batches {
   private readonly knownAccounts = new Set<string>();
   /** Email (lower case) of every user in this import, with its id and place. */
   private readonly emails = new Map<string, { id: string; where: string }>();
-  /** Per account: how many incident records came in, and the earliest (created_at, id) among them. */
-  readonly incidentChanges = new Map<
-    string,
-    { records: number; earliest: { created_at: string; id: string } }
-  >();
+  /** Every account a record of this import names: its public data (and so its data version) changes. */
+  readonly touchedAccounts = new Set<string>();
+  /** Per account whose incidents this import writes: what `refreshIncidentOrder` needs to know. */
+  readonly incidentChanges = new Map<string, IncidentChange>();
 
   constructor(private readonly db: Kysely<Database>) {}
 
@@ -130,9 +148,10 @@ class Batches {
     if (record.type !== 'account') await this.requireAccount(where, record.row.account_id);
     if (record.type === 'user') this.claimEmail(where, record.row.id, record.row.email);
     if (record.type === 'account') this.knownAccounts.add(record.row.id);
-    if (record.type === 'incident') this.noteIncident(record.row);
+    this.touchedAccounts.add(record.type === 'account' ? record.row.id : record.row.account_id);
+    const row = record.type === 'incident' ? await this.placeIncident(record.row) : record.row;
 
-    (this.pending[record.type] as Pending<unknown>[]).push({ where, row: record.row });
+    (this.pending[record.type] as Pending<unknown>[]).push({ where, row });
     this.pendingIds[record.type].add(record.row.id);
     this.counts[record.type] += 1;
     this.size += 1;
@@ -160,17 +179,30 @@ class Batches {
     this.emails.set(key, { id, where });
   }
 
-  private noteIncident(row: { account_id: string; created_at: string; id: string }): void {
-    const change = this.incidentChanges.get(row.account_id);
-    const key = { created_at: row.created_at, id: row.id };
+  /**
+   * Gives an incident the position it would have if the file continued the account's order: the
+   * account's count before the import plus its place among the new records. That guess is the true
+   * rank for every record that arrives after all smaller keys and before all larger ones, so an
+   * export loaded in order needs no re-ranking at all; `disorderFrom` marks where guesses may fail.
+   */
+  private async placeIncident(row: IncidentInput): Promise<IncidentInput & { position: number }> {
+    let change = this.incidentChanges.get(row.account_id);
     if (change === undefined) {
-      this.incidentChanges.set(row.account_id, { records: 1, earliest: key });
-      return;
+      const before = await incidentRepository.countForAccount(this.db, row.account_id);
+      const newest = await incidentRepository.newestKey(this.db, row.account_id);
+      change = { before, records: 0, newest, disorderFrom: null };
+      this.incidentChanges.set(row.account_id, change);
     }
     change.records += 1;
-    const e = change.earliest;
-    if (key.created_at < e.created_at || (key.created_at === e.created_at && key.id < e.id))
-      change.earliest = key;
+    const key = { created_at: row.created_at, id: row.id };
+    if (change.newest !== null && compareKeys(key, change.newest) <= 0) {
+      // Arrived after a larger key: this record and everything from it may be out of place.
+      if (change.disorderFrom === null || compareKeys(key, change.disorderFrom) < 0)
+        change.disorderFrom = key;
+    } else {
+      change.newest = key;
+    }
+    return { ...row, position: change.before + change.records };
   }
 
   /** Writes every pending record, parents before children. */
@@ -248,15 +280,25 @@ class Batches {
   }
 }
 
-/** Re-derives paging positions and counts of every account whose incidents this import touched. */
-async function refreshIncidentOrder(db: Kysely<Database>, batches: Batches): Promise<void> {
-  for (const [accountId, change] of batches.incidentChanges) {
-    const account = await accountRepository.findById(db, accountId);
-    const before = account?.incident_count ?? 0;
+/**
+ * Settles paging positions and counts of every account whose incidents this import touched, and
+ * bumps the data version of every account it touched at all, so that no cached response or ETag
+ * of the account outlives the import.
+ */
+async function refreshAccounts(db: Kysely<Database>, batches: Batches): Promise<void> {
+  for (const accountId of batches.touchedAccounts) {
+    const change = batches.incidentChanges.get(accountId);
+    if (change === undefined) {
+      await accountRepository.bumpDataVersion(db, accountId);
+      continue;
+    }
     const after = await incidentRepository.countForAccount(db, accountId);
-    // Only inserts (each record a new incident) leave every earlier rank as it was.
-    const onlyInserts = after - before === change.records;
-    await incidentRepository.rerank(db, accountId, onlyInserts ? change.earliest : null);
+    // Only inserts (each record a new incident) leave every earlier rank as it was; an update may
+    // have moved a row anywhere, and it also left the guessed positions of later records one off.
+    const onlyInserts = after - change.before === change.records;
+    if (!onlyInserts) await incidentRepository.rerank(db, accountId, null);
+    else if (change.disorderFrom !== null)
+      await incidentRepository.rerank(db, accountId, change.disorderFrom);
     await accountRepository.recordIncidentChange(db, accountId, after);
   }
 }
@@ -277,7 +319,7 @@ export async function importFile(db: Kysely<Database>, path: string): Promise<Im
       await batches.add(where, validateRecord(type, value, where, now, extraFields));
     }
     await batches.flush();
-    await refreshIncidentOrder(trx, batches);
+    await refreshAccounts(trx, batches);
     return batches.counts;
   });
 }

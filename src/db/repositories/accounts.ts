@@ -42,6 +42,18 @@ export const accountRepository = {
       .execute();
   },
 
+  /**
+   * Marks a change to the account's public data (users, departments, locations) that leaves its
+   * incidents as they are. Every writer of that data must call this or `recordIncidentChange`.
+   */
+  async bumpDataVersion(db: Kysely<Database>, accountId: string): Promise<void> {
+    await db
+      .updateTable('accounts')
+      .set((eb) => ({ data_version: eb('data_version', '+', 1) }))
+      .where('id', '=', accountId)
+      .execute();
+  },
+
   /** Records a new incident count and bumps the data version (cache keys and ETags follow it). */
   async recordIncidentChange(db: Kysely<Database>, accountId: string, incidentCount: number): Promise<void> {
     await db

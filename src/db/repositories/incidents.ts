@@ -14,7 +14,8 @@ export interface IncidentRow {
   updated_at: string;
 }
 
-export type IncidentInput = IncidentRow & { account_id: string };
+/** `position` may be a guess: `rerank` settles positions after writes that could break them. */
+export type IncidentInput = IncidentRow & { account_id: string; position?: number };
 
 const COLUMNS = [
   'id',
@@ -59,7 +60,7 @@ export const incidentRepository = {
       .executeTakeFirst();
   },
 
-  /** Inserts or updates by id. New rows get their position from `rerank`. */
+  /** Inserts or updates by id. An update keeps the row's position; `rerank` settles positions. */
   async upsertMany(db: Kysely<Database>, incidents: IncidentInput[]): Promise<void> {
     if (incidents.length === 0) return;
     await db
@@ -79,6 +80,22 @@ export const incidentRepository = {
         })),
       )
       .execute();
+  },
+
+  /** The largest (created_at, id) of the account, the last in paging order; null without incidents. */
+  async newestKey(
+    db: Kysely<Database>,
+    accountId: string,
+  ): Promise<{ created_at: string; id: string } | null> {
+    const row = await db
+      .selectFrom('incidents')
+      .select(['created_at', 'id'])
+      .where('account_id', '=', accountId)
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    return row ?? null;
   },
 
   async countForAccount(db: Kysely<Database>, accountId: string): Promise<number> {
