@@ -64,3 +64,14 @@ export async function authenticateApiKey(request: FastifyRequest, reply: Fastify
   request.server.lastUse.record(key.id, now);
   request.apiKey = key;
 }
+
+/**
+ * Takes back the count of a request that turned out not to count (a 304: the caller already holds
+ * the representation), and reports the allowance as it now stands.
+ */
+export async function uncountRequest(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  const key = request.apiKey;
+  await request.server.rateLimiter.refund(key.id);
+  const remaining = Number(reply.getHeader('x-ratelimit-remaining'));
+  reply.header('x-ratelimit-remaining', Math.min(remaining + 1, key.rate_limit_per_hour));
+}

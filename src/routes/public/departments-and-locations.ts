@@ -2,9 +2,13 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { type NamedResourceTable, namedResourceRepository } from '../../db/repositories/named-resources.ts';
 import { NamedResourceSchema, publicErrorResponses, success } from '../../schemas/public.ts';
+import type { Respond } from './response-cache.ts';
 
 /** `/departments` and `/locations`: active records of the account, by name. */
-export async function departmentAndLocationRoutes(app: FastifyInstance): Promise<void> {
+export async function departmentAndLocationRoutes(
+  app: FastifyInstance,
+  { respond }: { respond: Respond },
+): Promise<void> {
   for (const table of ['departments', 'locations'] satisfies NamedResourceTable[]) {
     app.get(
       `/${table}`,
@@ -14,10 +18,11 @@ export async function departmentAndLocationRoutes(app: FastifyInstance): Promise
           response: { 200: success(Type.Array(NamedResourceSchema)), ...publicErrorResponses },
         },
       },
-      async (request) => ({
-        error: false as const,
-        data: await namedResourceRepository.listActive(app.db, table, request.apiKey.account_id),
-      }),
+      (request, reply) =>
+        respond(request, reply, '', async () => ({
+          error: false as const,
+          data: await namedResourceRepository.listActive(app.db, table, request.apiKey.account_id),
+        })),
     );
   }
 }

@@ -10,6 +10,7 @@ import {
   publicErrorResponses,
   success,
 } from '../../schemas/public.ts';
+import type { Respond } from './response-cache.ts';
 
 export const DEFAULT_PAGE_LIMIT = 50;
 export const MAX_PAGE_LIMIT = 200;
@@ -43,7 +44,7 @@ export function toIncident(row: IncidentRow): Incident {
   };
 }
 
-export async function incidentRoutes(app: FastifyInstance): Promise<void> {
+export async function incidentRoutes(app: FastifyInstance, { respond }: { respond: Respond }): Promise<void> {
   app.get(
     '/incidents',
     {
@@ -57,30 +58,31 @@ export async function incidentRoutes(app: FastifyInstance): Promise<void> {
         },
       },
     },
-    async (request) => {
+    (request, reply) => {
       const query = request.query as Record<string, unknown>;
       const page = parsePositiveInteger(query.page, 1);
       const limit = Math.min(parsePositiveInteger(query.limit, DEFAULT_PAGE_LIMIT), MAX_PAGE_LIMIT);
-      const { account_id: accountId, incident_count: total } = request.apiKey;
-
-      // Positions run from 1 (oldest) to total (newest); page 1 holds the highest positions.
-      const highest = total - (page - 1) * limit;
-      const rows =
-        highest >= 1
-          ? await incidentRepository.listByPositionRange(
-              app.db,
-              accountId,
-              Math.max(highest - limit + 1, 1),
-              highest,
-            )
-          : [];
-      return {
-        error: false as const,
-        data: {
-          data: rows.map(toIncident),
-          pagination: { page, limit, total, pages: Math.ceil(total / limit) },
-        },
-      };
+      return respond(request, reply, `${page}:${limit}`, async () => {
+        const { account_id: accountId, incident_count: total } = request.apiKey;
+        // Positions run from 1 (oldest) to total (newest); page 1 holds the highest positions.
+        const highest = total - (page - 1) * limit;
+        const rows =
+          highest >= 1
+            ? await incidentRepository.listByPositionRange(
+                app.db,
+                accountId,
+                Math.max(highest - limit + 1, 1),
+                highest,
+              )
+            : [];
+        return {
+          error: false as const,
+          data: {
+            data: rows.map(toIncident),
+            pagination: { page, limit, total, pages: Math.ceil(total / limit) },
+          },
+        };
+      });
     },
   );
 
@@ -93,13 +95,14 @@ export async function incidentRoutes(app: FastifyInstance): Promise<void> {
         response: { 200: success(IncidentSchema), 404: ErrorSchema, ...publicErrorResponses },
       },
     },
-    async (request) => {
+    (request, reply) => {
       const id = (request.params as { id: string }).id.toLowerCase();
-      const row = UUID.test(id)
-        ? await incidentRepository.findById(app.db, request.apiKey.account_id, id)
-        : undefined;
-      if (row === undefined) throw ApiError.notFound('Incident not found');
-      return { error: false as const, data: toIncident(row) };
+      if (!UUID.test(id)) throw ApiError.notFound('Incident not found');
+      return respond(request, reply, id, async () => {
+        const row = await incidentRepository.findById(app.db, request.apiKey.account_id, id);
+        if (row === undefined) throw ApiError.notFound('Incident not found');
+        return { error: false as const, data: toIncident(row) };
+      });
     },
   );
 }

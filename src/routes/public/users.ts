@@ -2,8 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { userRepository } from '../../db/repositories/users.ts';
 import { publicErrorResponses, success, UserSchema } from '../../schemas/public.ts';
+import type { Respond } from './response-cache.ts';
 
-export async function userRoutes(app: FastifyInstance): Promise<void> {
+export async function userRoutes(app: FastifyInstance, { respond }: { respond: Respond }): Promise<void> {
   app.get(
     '/users',
     {
@@ -12,9 +13,10 @@ export async function userRoutes(app: FastifyInstance): Promise<void> {
         response: { 200: success(Type.Array(UserSchema)), ...publicErrorResponses },
       },
     },
-    async (request) => ({
-      error: false as const,
-      data: await userRepository.listVisible(app.db, request.apiKey.account_id),
-    }),
+    (request, reply) =>
+      respond(request, reply, '', async () => ({
+        error: false as const,
+        data: await userRepository.listVisible(app.db, request.apiKey.account_id),
+      })),
   );
 }
