@@ -30,11 +30,19 @@ export class LastUseRecorder {
       if (this.pending.size === 0) return;
       const batch = this.pending;
       this.pending = new Map();
-      try {
-        for (const [keyId, at] of batch)
+      const entries = [...batch];
+      for (const [index, [keyId, at]] of entries.entries()) {
+        try {
           await apiKeyRepository.recordLastUse(this.db, keyId, at.toISOString());
-      } catch (error) {
-        this.onError(error);
+        } catch (error) {
+          // The store may be briefly busy (a long import holds SQLite's write lock): keep the
+          // unwritten uses for the next pass, unless newer ones were recorded meanwhile.
+          for (const [laterKeyId, laterAt] of entries.slice(index)) {
+            if (!this.pending.has(laterKeyId)) this.pending.set(laterKeyId, laterAt);
+          }
+          this.onError(error);
+          return;
+        }
       }
     });
     return this.flushing;
