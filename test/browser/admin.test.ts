@@ -1,0 +1,243 @@
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import { apiKeyRepository } from '../../src/db/repositories/api-keys.ts';
+import { createTestContext, seedAccount, seedKey, type TestContext } from '../helpers.ts';
+import { PASSWORD, type SeededUser, seedUser } from '../routes/admin/admin-helpers.ts';
+
+// The admin panel driven through real headless Chromium. It runs on SQLite only: the panel's
+// database work is the same code on both stores and the inject tests cover it on each, while a
+// browser run per store would double the slowest suite for no new coverage.
+
+const CHROMIUM = '/usr/bin/chromium';
+
+describe('admin panel in Chromium (sqlite)', () => {
+  let ctx: TestContext;
+  let browser: Browser;
+  let base: string;
+  let admin: SeededUser;
+  let manager: SeededUser;
+  let accountId: string;
+  let rawKey = '';
+
+  before(async () => {
+    assert.ok(
+      existsSync(CHROMIUM),
+      `${CHROMIUM} is missing: install Debian's chromium package (.ci/run does)`,
+    );
+    ctx = await createTestContext('sqlite');
+    accountId = await seedAccount(ctx.db, { name: 'Northwind' });
+    admin = await seedUser(ctx.db, accountId, { name: 'Avery Admin' });
+    manager = await seedUser(ctx.db, accountId, { role: 'manager' });
+    await ctx.app.listen({ port: 0, host: '127.0.0.1' });
+    base = `http://127.0.0.1:${(ctx.app.server.address() as AddressInfo).port}`;
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+    });
+  });
+  after(async () => {
+    await browser?.close();
+    await ctx?.close();
+  });
+
+  const publicApi = (key: string) =>
+    fetch(`${base}/api/v1/public/incidents`, { headers: { authorization: `Bearer ${key}` } });
+
+  async function signIn(context: BrowserContext, email: string, password = PASSWORD): Promise<Page> {
+    const page = await context.newPage();
+    await page.goto(`${base}/admin`);
+    await page.getByLabel('Email').fill(email);
+    await page.getByLabel('Password').fill(password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForLoadState();
+    return page;
+  }
+
+  describe('a Super Admin on a phone-sized screen', () => {
+    let context: BrowserContext;
+    let page: Page;
+
+    before(async () => {
+      context = await browser.newContext({ viewport: { width: 390, height: 844 }, hasTouch: true });
+      await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
+      page = await signIn(context, admin.email);
+    });
+    after(() => context.close());
+
+    test('signs in and lands on Settings > Integrations, which fits the screen', async () => {
+      await page.getByRole('heading', { level: 1, name: 'Integrations' }).waitFor();
+      assert.equal(new URL(page.url()).pathname, '/admin/settings/integrations');
+      assert.ok(await page.getByRole('heading', { name: 'API keys' }).isVisible());
+      assert.ok(await page.getByRole('heading', { name: 'OAuth clients' }).isVisible());
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      assert.ok(overflow <= 0, `page is ${overflow}px wider than the screen`);
+    });
+
+    test('the first Tab reaches the skip link (keyboard use)', async () => {
+      await page.keyboard.press('Tab');
+      assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'Skip to content');
+    });
+
+    test('creates a key and reads it exactly once, with a working copy button', async () => {
+      await page.getByLabel('Name').fill('Browser integration');
+      await page.getByRole('button', { name: 'Create key' }).click();
+      await page.getByText('Copy this key now. It will not be shown again').waitFor();
+      rawKey = await page.getByLabel('New API key').inputValue();
+      assert.match(rawKey, /^svc_[0-9a-f]{40}$/);
+
+      await page.getByRole('button', { name: 'Copy' }).click();
+      await page.getByText('Copied to the clipboard.').waitFor();
+      assert.equal(await page.evaluate(() => navigator.clipboard.readText()), rawKey);
+
+      await page.reload();
+      assert.equal(await page.getByLabel('New API key').count(), 0);
+      assert.ok(!(await page.content()).includes(rawKey), 'the raw key is gone after a reload');
+      const row = page.locator('#api-keys-table tbody tr', { hasText: 'Browser integration' });
+      assert.match(await row.innerText(), /read[\s\S]*Active[\s\S]*Never[\s\S]*Avery Admin/);
+    });
+
+    test('the key works against the public API', async () => {
+      assert.equal((await publicApi(rawKey)).status, 200);
+    });
+
+    test('disable refuses the key at its next request; enable restores it', async () => {
+      await page.getByRole('link', { name: 'Browser integration' }).click();
+      await page.getByRole('button', { name: 'Disable key' }).click();
+      await page.getByText('Key “Browser integration” disabled').waitFor();
+      const refused = await publicApi(rawKey);
+      assert.equal(refused.status, 401);
+      assert.equal(((await refused.json()) as { error: string }).error, 'API_KEY_INVALID');
+
+      await page.getByRole('button', { name: 'Enable key' }).click();
+      await page.getByText('Key “Browser integration” enabled.').waitFor();
+      assert.equal((await publicApi(rawKey)).status, 200);
+    });
+
+    test('changes the scope', async () => {
+      await page.getByLabel('Scope').selectOption('read-write');
+      await page.getByRole('button', { name: 'Change scope' }).click();
+      await page.getByText('Scope of “Browser integration” changed to read-write.').waitFor();
+      assert.equal(await page.locator('.details dd').nth(1).innerText(), 'read-write');
+      assert.equal((await publicApi(rawKey)).status, 200);
+    });
+
+    test('revokes after a confirmation; the key is refused for good', async () => {
+      await page.getByRole('link', { name: 'Revoke key…' }).click();
+      await page.getByText('Revoking is permanent.').waitFor();
+      await page.getByRole('button', { name: 'Revoke permanently' }).click();
+      await page.getByText('Key “Browser integration” revoked permanently.').waitFor();
+      assert.equal((await publicApi(rawKey)).status, 401);
+      assert.equal(await page.getByRole('button', { name: 'Enable key' }).count(), 0);
+    });
+
+    test('the audit trail shows every event, newest first', async () => {
+      await page.getByRole('link', { name: '← All API keys' }).click();
+      const rows = await page.locator('#audit-trail-table tbody tr').allInnerTexts();
+      const actions = rows.map((row) => {
+        assert.match(row, /Avery Admin/);
+        assert.match(row, /Browser integration/);
+        return (/Created|Disabled|Enabled|Changed scope|Revoked/.exec(row) ?? [''])[0];
+      });
+      assert.deepEqual(actions, ['Revoked', 'Changed scope', 'Enabled', 'Disabled', 'Created']);
+    });
+
+    test('a forged cross-site form post is refused with 403 and changes nothing', async () => {
+      const target = await seedKey(ctx.db, accountId, { name: 'Target' });
+      const attacker: Server = createServer((_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/html' });
+        res.end(
+          `<form method="post" action="${base}/admin/settings/integrations/api-keys/${target.id}/revoke">` +
+            '<button type="submit">Win a prize</button></form>',
+        );
+      });
+      await new Promise<void>((resolve) => attacker.listen(0, '127.0.0.1', resolve));
+      try {
+        // localhost and 127.0.0.1 are different sites, as an attacker's domain would be.
+        const evil = await context.newPage();
+        await evil.goto(`http://localhost:${(attacker.address() as AddressInfo).port}/`);
+        const [response] = await Promise.all([
+          evil.waitForResponse((res) => res.url().endsWith(`/${target.id}/revoke`)),
+          evil.getByRole('button', { name: 'Win a prize' }).click(),
+        ]);
+        assert.equal(response.status(), 403);
+        await evil.getByRole('heading', { name: 'Invalid or missing CSRF token' }).waitFor();
+        await evil.close();
+      } finally {
+        await new Promise((resolve) => attacker.close(resolve));
+      }
+
+      // Even from the panel's own origin, with the session cookie, a form lacking the token fails.
+      const [sameSite] = await Promise.all([
+        page.waitForResponse((res) => res.url().endsWith(`/${target.id}/revoke`)),
+        page.evaluate((action) => {
+          const form = document.createElement('form');
+          form.method = 'post';
+          form.action = action;
+          document.body.append(form);
+          form.submit();
+        }, `${base}/admin/settings/integrations/api-keys/${target.id}/revoke`),
+      ]);
+      assert.equal(sameSite.status(), 403);
+
+      assert.equal((await apiKeyRepository.findById(ctx.db, target.id))?.state, 'active');
+      assert.equal((await publicApi(target.rawKey)).status, 200);
+    });
+
+    test('signs out', async () => {
+      await page.goto(`${base}/admin/settings/integrations`);
+      await page.getByRole('button', { name: 'Sign out' }).click();
+      await page.getByText('You are signed out.').waitFor();
+      await page.goto(`${base}/admin/settings/integrations`);
+      assert.equal(new URL(page.url()).pathname, '/admin/sign-in');
+    });
+  });
+
+  test('a manager gets a refusal page, not the keys', async () => {
+    const context = await browser.newContext();
+    try {
+      const page = await context.newPage();
+      await page.goto(`${base}/admin/sign-in`);
+      await page.getByLabel('Email').fill(manager.email);
+      await page.getByLabel('Password').fill(PASSWORD);
+      const [response] = await Promise.all([
+        page.waitForResponse((res) => res.request().method() === 'POST'),
+        page.getByRole('button', { name: 'Sign in' }).click(),
+      ]);
+      assert.equal(response.status(), 403);
+      await page.getByRole('heading', { name: 'Access refused' }).waitFor();
+      assert.match(await page.locator('main').innerText(), /your role is Manager/);
+      assert.equal(await page.locator('#api-keys-table').count(), 0);
+    } finally {
+      await context.close();
+    }
+  });
+
+  test('repeated failed sign-ins are throttled with a clear message', async () => {
+    const target = await seedUser(ctx.db, accountId);
+    const context = await browser.newContext();
+    try {
+      const page = await signIn(context, target.email, 'wrong password 1');
+      for (let attempt = 2; attempt <= 5; attempt++) {
+        await page.getByText('The email or password is incorrect.').waitFor();
+        await page.getByLabel('Password').fill(`wrong password ${attempt}`);
+        await page.getByRole('button', { name: 'Sign in' }).click();
+        await page.waitForLoadState();
+      }
+      await page.getByLabel('Password').fill(PASSWORD);
+      const [response] = await Promise.all([
+        page.waitForResponse((res) => res.request().method() === 'POST'),
+        page.getByRole('button', { name: 'Sign in' }).click(),
+      ]);
+      assert.equal(response.status(), 429);
+      await page
+        .getByText(/Too many failed sign-in attempts\. Wait 15 minutes before trying again\./)
+        .waitFor();
+    } finally {
+      await context.close();
+    }
+  });
+});
