@@ -1,5 +1,5 @@
-import type { Kysely } from 'kysely';
-import type { Database } from '../schema.ts';
+import type { Insertable, Kysely } from 'kysely';
+import type { ApiKeyEventsTable, Database } from '../schema.ts';
 
 export interface ApiKeyRow {
   id: string;
@@ -51,24 +51,40 @@ const COLUMNS = [
   'updated_at',
 ] as const;
 
+function authLookup(db: Kysely<Database>, keyHash: string) {
+  return db
+    .selectFrom('api_keys as k')
+    .innerJoin('accounts as a', 'a.id', 'k.account_id')
+    .select([
+      'k.id',
+      'k.account_id',
+      'k.scope',
+      'k.state',
+      'k.expires_at',
+      'a.api_access',
+      'a.rate_limit_per_hour',
+      'a.incident_count',
+      'a.data_version',
+    ])
+    .where('k.key_hash', '=', keyHash);
+}
+
+// Its only parameter is the key hash (the `where` above).
+const compiledAuthLookups = new WeakMap<Kysely<Database>, CompiledQuery<KeyForAuth>>();
+
 export const apiKeyRepository = {
+  /**
+   * Runs on every public request, so the query is built and compiled once per database and only
+   * its one parameter changes; the row is still read afresh each time (key state is never cached).
+   */
   async findForAuthByHash(db: Kysely<Database>, keyHash: string): Promise<KeyForAuth | undefined> {
-    return db
-      .selectFrom('api_keys as k')
-      .innerJoin('accounts as a', 'a.id', 'k.account_id')
-      .select([
-        'k.id',
-        'k.account_id',
-        'k.scope',
-        'k.state',
-        'k.expires_at',
-        'a.api_access',
-        'a.rate_limit_per_hour',
-        'a.incident_count',
-        'a.data_version',
-      ])
-      .where('k.key_hash', '=', keyHash)
-      .executeTakeFirst();
+    let compiled = compiledAuthLookups.get(db);
+    if (compiled === undefined) {
+      compiled = authLookup(db, keyHash).compile();
+      compiledAuthLookups.set(db, compiled);
+    }
+    const { rows } = await db.executeQuery<KeyForAuth>({ ...compiled, parameters: [keyHash] });
+    return rows[0];
   },
 
   async findById(db: Kysely<Database>, id: string): Promise<ApiKeyRow | undefined> {
@@ -107,17 +123,7 @@ export const apiKeyRepository = {
       .execute();
   },
 
-  async insertEvent(
-    db: Kysely<Database>,
-    event: {
-      account_id: string;
-      key_id: string;
-      actor: string;
-      action: string;
-      detail: string | null;
-      created_at: string;
-    },
-  ): Promise<void> {
+  async insertEvent(db: Kysely<Database>, event: Insertable<ApiKeyEventsTable>): Promise<void> {
     await db.insertInto('api_key_events').values(event).execute();
   },
 

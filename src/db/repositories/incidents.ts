@@ -1,18 +1,8 @@
-import { type Kysely, sql } from 'kysely';
-import type { Database } from '../schema.ts';
+import { type Kysely, type Selectable, sql } from 'kysely';
+import type { Database, IncidentsTable } from '../schema.ts';
 
-export interface IncidentRow {
-  id: string;
-  incident_number: string;
-  description: string | null;
-  status: string;
-  severity_likelihood: number | null;
-  severity_impact: number | null;
-  location: string | null;
-  incident_date: string | null;
-  created_at: string;
-  updated_at: string;
-}
+/** An incident as the API shows it: every stored column but its account and paging position. */
+export type IncidentRow = Omit<Selectable<IncidentsTable>, 'account_id' | 'position'>;
 
 /** `position` may be a guess: `rerank` settles positions after writes that could break them. */
 export type IncidentInput = IncidentRow & { account_id: string; position?: number };
