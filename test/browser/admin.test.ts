@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import { type Browser, type BrowserContext, chromium, type Page, type Response } from 'playwright-core';
 import { apiKeyRepository } from '../../src/db/repositories/api-keys.ts';
 import { createTestContext, seedAccount, seedKey, type TestContext } from '../helpers.ts';
 import { PASSWORD, type SeededUser, seedUser } from '../routes/admin/admin-helpers.ts';
@@ -47,13 +47,22 @@ describe('admin panel in Chromium (sqlite)', () => {
   const publicApi = (key: string) =>
     fetch(`${base}/api/v1/public/incidents`, { headers: { authorization: `Bearer ${key}` } });
 
+  /** Submits the sign-in form on `page` and waits for the page it leads to. */
+  async function submitSignIn(page: Page, password: string): Promise<Response> {
+    await page.getByLabel('Password').fill(password);
+    const [response] = await Promise.all([
+      page.waitForResponse((res) => res.request().method() === 'POST'),
+      page.getByRole('button', { name: 'Sign in' }).click(),
+    ]);
+    await page.waitForLoadState();
+    return response;
+  }
+
   async function signIn(context: BrowserContext, email: string, password = PASSWORD): Promise<Page> {
     const page = await context.newPage();
     await page.goto(`${base}/admin`);
     await page.getByLabel('Email').fill(email);
-    await page.getByLabel('Password').fill(password);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.waitForLoadState();
+    await submitSignIn(page, password);
     return page;
   }
 
@@ -97,7 +106,7 @@ describe('admin panel in Chromium (sqlite)', () => {
       assert.equal(await page.getByLabel('New API key').count(), 0);
       assert.ok(!(await page.content()).includes(rawKey), 'the raw key is gone after a reload');
       const row = page.locator('#api-keys-table tbody tr', { hasText: 'Browser integration' });
-      assert.match(await row.innerText(), /read[\s\S]*Active[\s\S]*Never[\s\S]*Avery Admin/);
+      assert.match((await row.textContent()) ?? '', /read[\s\S]*Active[\s\S]*Never[\s\S]*Avery Admin/);
     });
 
     test('the key works against the public API', async () => {
@@ -121,7 +130,7 @@ describe('admin panel in Chromium (sqlite)', () => {
       await page.getByLabel('Scope').selectOption('read-write');
       await page.getByRole('button', { name: 'Change scope' }).click();
       await page.getByText('Scope of “Browser integration” changed to read-write.').waitFor();
-      assert.equal(await page.locator('.details dd').nth(1).innerText(), 'read-write');
+      assert.equal(await page.locator('.details dd').nth(1).textContent(), 'read-write');
       assert.equal((await publicApi(rawKey)).status, 200);
     });
 
@@ -136,7 +145,7 @@ describe('admin panel in Chromium (sqlite)', () => {
 
     test('the audit trail shows every event, newest first', async () => {
       await page.getByRole('link', { name: '← All API keys' }).click();
-      const rows = await page.locator('#audit-trail-table tbody tr').allInnerTexts();
+      const rows = await page.locator('#audit-trail-table tbody tr').allTextContents();
       const actions = rows.map((row) => {
         assert.match(row, /Avery Admin/);
         assert.match(row, /Browser integration/);
@@ -202,14 +211,9 @@ describe('admin panel in Chromium (sqlite)', () => {
       const page = await context.newPage();
       await page.goto(`${base}/admin/sign-in`);
       await page.getByLabel('Email').fill(manager.email);
-      await page.getByLabel('Password').fill(PASSWORD);
-      const [response] = await Promise.all([
-        page.waitForResponse((res) => res.request().method() === 'POST'),
-        page.getByRole('button', { name: 'Sign in' }).click(),
-      ]);
-      assert.equal(response.status(), 403);
+      assert.equal((await submitSignIn(page, PASSWORD)).status(), 403);
       await page.getByRole('heading', { name: 'Access refused' }).waitFor();
-      assert.match(await page.locator('main').innerText(), /your role is Manager/);
+      assert.match((await page.locator('main').textContent()) ?? '', /your role is Manager/);
       assert.equal(await page.locator('#api-keys-table').count(), 0);
     } finally {
       await context.close();
@@ -220,19 +224,14 @@ describe('admin panel in Chromium (sqlite)', () => {
     const target = await seedUser(ctx.db, accountId);
     const context = await browser.newContext();
     try {
-      const page = await signIn(context, target.email, 'wrong password 1');
-      for (let attempt = 2; attempt <= 5; attempt++) {
+      const page = await context.newPage();
+      await page.goto(`${base}/admin/sign-in`);
+      await page.getByLabel('Email').fill(target.email);
+      for (let attempt = 1; attempt <= 5; attempt++) {
+        assert.equal((await submitSignIn(page, `wrong password ${attempt}`)).status(), 401);
         await page.getByText('The email or password is incorrect.').waitFor();
-        await page.getByLabel('Password').fill(`wrong password ${attempt}`);
-        await page.getByRole('button', { name: 'Sign in' }).click();
-        await page.waitForLoadState();
       }
-      await page.getByLabel('Password').fill(PASSWORD);
-      const [response] = await Promise.all([
-        page.waitForResponse((res) => res.request().method() === 'POST'),
-        page.getByRole('button', { name: 'Sign in' }).click(),
-      ]);
-      assert.equal(response.status(), 429);
+      assert.equal((await submitSignIn(page, PASSWORD)).status(), 429);
       await page
         .getByText(/Too many failed sign-in attempts\. Wait 15 minutes before trying again\./)
         .waitFor();
