@@ -1,4 +1,4 @@
-import type { Insertable, Kysely } from 'kysely';
+import type { CompiledQuery, Insertable, Kysely } from 'kysely';
 import type { ApiKeyEventsTable, Database } from '../schema.ts';
 
 export interface ApiKeyRow {
