@@ -30,7 +30,7 @@ const ACTION_NAMES: Record<string, string> = {
   revoked: 'Revoked',
 };
 
-export function expiresSoon(key: ApiKeyView, now: Date): boolean {
+function expiresSoon(key: ApiKeyView, now: Date): boolean {
   return (
     key.state === 'active' &&
     key.expires_at !== null &&

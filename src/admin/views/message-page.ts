@@ -1,5 +1,6 @@
 import { html } from '../html.ts';
 import { layout, type SignedIn } from './layout.ts';
+import { SIGN_IN_PATH } from './sign-in.ts';
 
 /** A page that explains why something did not happen (refusal, bad CSRF token, not found, error). */
 export function messagePage(options: {
@@ -19,6 +20,15 @@ export function messagePage(options: {
   <p>${options.message}</p>
   ${next}
 </section>`,
+  });
+}
+
+/** Why a signed-in (or correctly signing-in) person may not use the panel. */
+export function refusalPage(reason: string): string {
+  return messagePage({
+    title: 'Access refused',
+    message: reason,
+    next: { href: SIGN_IN_PATH, label: 'Sign in as someone else' },
   });
 }
 

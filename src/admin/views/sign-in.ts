@@ -1,6 +1,8 @@
 import { html } from '../html.ts';
 import { csrfField, layout } from './layout.ts';
 
+export const SIGN_IN_PATH = '/admin/sign-in';
+
 export function signInPage(options: {
   csrfToken: string;
   email?: string;
@@ -19,7 +21,7 @@ export function signInPage(options: {
   <h1>Sign in</h1>
   <p class="muted">For Super Admins managing their account's API keys.</p>
   ${notice}${error}
-  <form method="post" action="/admin/sign-in" class="stack">
+  <form method="post" action="${SIGN_IN_PATH}" class="stack">
     ${csrfField(options.csrfToken)}
     <label for="email">Email</label>
     <input id="email" name="email" type="email" autocomplete="username" required value="${options.email ?? ''}"${options.error ? html` aria-describedby="sign-in-error"` : null}>

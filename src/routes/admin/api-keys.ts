@@ -12,8 +12,9 @@ import {
   revokeConfirmationPage,
 } from '../../admin/views/api-keys.ts';
 import { layout, type Page, type SignedIn } from '../../admin/views/layout.ts';
-import { csrfFailurePage, messagePage } from '../../admin/views/message-page.ts';
+import { csrfFailurePage, messagePage, refusalPage } from '../../admin/views/message-page.ts';
 import { oauthClientsSection } from '../../admin/views/oauth-clients-section.ts';
+import { SIGN_IN_PATH } from '../../admin/views/sign-in.ts';
 import { apiKeyRepository } from '../../db/repositories/api-keys.ts';
 import { userRepository } from '../../db/repositories/users.ts';
 import type { Database } from '../../db/schema.ts';
@@ -117,20 +118,12 @@ export async function adminApiKeyRoutes(app: FastifyInstance): Promise<void> {
         return sendPage(reply, 403, csrfFailurePage());
       }
     } else if (session === null) {
-      return reply.redirect('/admin/sign-in', 303);
+      return reply.redirect(SIGN_IN_PATH, 303);
     }
     const reason = refusalReason(session.principal);
     if (reason !== null) {
       await endSession(request, reply, session);
-      return sendPage(
-        reply,
-        403,
-        messagePage({
-          title: 'Access refused',
-          message: reason,
-          next: { href: '/admin/sign-in', label: 'Sign in as someone else' },
-        }),
-      );
+      return sendPage(reply, 403, refusalPage(reason));
     }
     request.adminSession = session;
   });

@@ -12,14 +12,12 @@ import {
 } from '../../admin/sessions.ts';
 import type { SignInThrottle } from '../../admin/sign-in-throttle.ts';
 import { INTEGRATIONS_PATH } from '../../admin/views/api-keys.ts';
-import { csrfFailurePage, messagePage } from '../../admin/views/message-page.ts';
-import { signInPage } from '../../admin/views/sign-in.ts';
+import { csrfFailurePage, refusalPage } from '../../admin/views/message-page.ts';
+import { SIGN_IN_PATH, signInPage } from '../../admin/views/sign-in.ts';
 import { hashPassword, verifyPassword } from '../../auth/passwords.ts';
 import { accountRepository } from '../../db/repositories/accounts.ts';
 import { userRepository } from '../../db/repositories/users.ts';
 import { sendPage } from './responses.ts';
-
-const SIGN_IN_PATH = '/admin/sign-in';
 
 // Unknown emails are checked against this hash too, so the response time does not tell an
 // attacker which emails have an account.
@@ -93,15 +91,7 @@ export async function adminSignInRoutes(
         ? 'Your account no longer exists.'
         : refusalReason(principalOfUser(user, account));
     if (reason !== null) {
-      return sendPage(
-        reply,
-        403,
-        messagePage({
-          title: 'Access refused',
-          message: reason,
-          next: { href: SIGN_IN_PATH, label: 'Sign in as someone else' },
-        }),
-      );
+      return sendPage(reply, 403, refusalPage(reason));
     }
     await startSession(request, reply, user);
     return reply.redirect(INTEGRATIONS_PATH, 303);
