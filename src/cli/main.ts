@@ -4,6 +4,7 @@ import { migrateToLatest } from '../db/migrate.ts';
 import { InputError } from '../errors.ts';
 import { type Io, withDatabase } from './context.ts';
 import { KEYS_USAGE, keysCommand } from './keys.ts';
+import { OAUTH_CLIENTS_USAGE, oauthClientsCommand } from './oauth-clients.ts';
 import { USERS_USAGE, usersCommand } from './users.ts';
 
 const USAGE = `usage:
@@ -12,7 +13,8 @@ safety-api migrate
 safety-api import FILE
 safety-api demo
 ${KEYS_USAGE}
-${USERS_USAGE}`;
+${USERS_USAGE}
+${OAUTH_CLIENTS_USAGE}`;
 
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
@@ -65,6 +67,9 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
         return 0;
       case 'users':
         await usersCommand(args, io);
+        return 0;
+      case 'oauth-clients':
+        await oauthClientsCommand(args, io);
         return 0;
       case undefined:
       case 'help':

@@ -48,7 +48,11 @@ function configuration(db: Kysely<Database>, keys: OauthKeys): Configuration {
     features: {
       devInteractions: { enabled: false },
       clientCredentials: { enabled: true },
-      revocation: { enabled: true },
+      // A client revokes only its own tokens; another client's token is silently ignored (RFC 7009 §2.2).
+      revocation: {
+        enabled: true,
+        allowedPolicy: async (_ctx, client, token) => token.clientId === client.clientId,
+      },
       userinfo: { enabled: true },
       // Access tokens are opaque and read by the wider API in this same service (see access-tokens.ts).
       resourceIndicators: { enabled: false },

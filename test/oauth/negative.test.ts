@@ -1,0 +1,199 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import * as oidc from 'openid-client';
+import { bearer, STORES, seedAccount, seedKey } from '../helpers.ts';
+import {
+  Browser,
+  discover,
+  formsOf,
+  type OauthServer,
+  PASSWORD,
+  REDIRECT_URI,
+  seedClient,
+  seedUser,
+  signInAndConsent,
+  startOauthServer,
+} from './harness.ts';
+
+for (const store of STORES) {
+  describe(`OAuth 2 refusals (${store})`, () => {
+    let server: OauthServer;
+    let accountId: string;
+    let user: { id: string; email: string };
+    let client: { clientId: string; clientSecret: string | null };
+    let config: oidc.Configuration;
+
+    before(async () => {
+      server = await startOauthServer(store);
+      accountId = await seedAccount(server.ctx.db);
+      user = await seedUser(server.ctx.db, accountId);
+      client = await seedClient(server.ctx.db, accountId);
+      config = await discover(server, client.clientId, client.clientSecret);
+    });
+    after(() => server.close());
+
+    const pkce = async () => {
+      const verifier = oidc.randomPKCECodeVerifier();
+      return { verifier, challenge: await oidc.calculatePKCECodeChallenge(verifier) };
+    };
+
+    async function tokensFor(email: string, scope = 'openid users:read') {
+      const { verifier, challenge } = await pkce();
+      const url = oidc.buildAuthorizationUrl(config, {
+        redirect_uri: REDIRECT_URI,
+        scope,
+        code_challenge: challenge,
+        code_challenge_method: 'S256',
+      });
+      const callback = await signInAndConsent(new Browser(server.baseUrl), url, {
+        email,
+        password: PASSWORD,
+      });
+      return oidc.authorizationCodeGrant(config, callback, { pkceCodeVerifier: verifier });
+    }
+
+    const api = (token: string, path = 'users') =>
+      fetch(`${server.baseUrl}/api/v1/${path}`, { headers: { authorization: `Bearer ${token}` } });
+
+    test('an unregistered redirect URI is refused on the server, never redirected to', async () => {
+      const { challenge } = await pkce();
+      const url = oidc.buildAuthorizationUrl(config, {
+        redirect_uri: 'https://attacker.example/callback',
+        scope: 'openid',
+        code_challenge: challenge,
+        code_challenge_method: 'S256',
+      });
+      const res = await fetch(url, { redirect: 'manual' });
+      assert.equal(res.status, 400);
+      assert.equal(res.headers.get('location'), null);
+      assert.match(await res.text(), /redirect_uri/);
+    });
+
+    test('an authorization request without PKCE is refused with invalid_request', async () => {
+      const url = oidc.buildAuthorizationUrl(config, { redirect_uri: REDIRECT_URI, scope: 'openid' });
+      const res = await fetch(url, { redirect: 'manual' });
+      assert.equal(res.status, 303);
+      const location = new URL(res.headers.get('location') as string);
+      assert.equal(location.origin + location.pathname, REDIRECT_URI);
+      assert.equal(location.searchParams.get('error'), 'invalid_request');
+      assert.match(location.searchParams.get('error_description') ?? '', /PKCE|code_challenge/);
+    });
+
+    test('a wrong client secret is invalid_client', async () => {
+      const wrong = await discover(server, client.clientId, `${client.clientSecret}x`);
+      await assert.rejects(oidc.clientCredentialsGrant(wrong, { scope: 'users:read' }), (error) => {
+        assert.ok(error instanceof oidc.WWWAuthenticateChallengeError);
+        assert.equal(error.status, 401);
+        assert.equal(error.cause[0]?.parameters.error, 'invalid_client');
+        return true;
+      });
+    });
+
+    test('a wrong password re-shows the sign-in page; repeated failures are throttled', async () => {
+      const { challenge } = await pkce();
+      const url = oidc.buildAuthorizationUrl(config, {
+        redirect_uri: REDIRECT_URI,
+        scope: 'openid',
+        code_challenge: challenge,
+        code_challenge_method: 'S256',
+      });
+      const browser = new Browser(server.baseUrl);
+      const page = await browser.follow(url.href);
+      const [form] = formsOf(await page.response.text());
+      assert.ok(form);
+      const email = (await seedUser(server.ctx.db, accountId)).email;
+      const attempt = () =>
+        browser.request(form.action, { ...form.fields, email, password: 'wrong password' });
+
+      const first = await attempt();
+      assert.equal(first.status, 401);
+      assert.match(await first.text(), /Email or password is incorrect/);
+      for (let i = 1; i < 5; i++) await attempt();
+      const throttled = await browser.request(form.action, { ...form.fields, email, password: PASSWORD });
+      assert.equal(throttled.status, 429, 'even the right password waits once the limit is reached');
+      assert.match(await throttled.text(), /Too many failed sign-in attempts/);
+    });
+
+    test('a form post without the form token is refused', async () => {
+      const { challenge } = await pkce();
+      const url = oidc.buildAuthorizationUrl(config, {
+        redirect_uri: REDIRECT_URI,
+        scope: 'openid',
+        code_challenge: challenge,
+        code_challenge_method: 'S256',
+      });
+      const browser = new Browser(server.baseUrl);
+      const page = await browser.follow(url.href);
+      const [form] = formsOf(await page.response.text());
+      assert.ok(form);
+      const res = await browser.request(form.action, { email: user.email, password: PASSWORD });
+      assert.equal(res.status, 403);
+    });
+
+    test("a user of another account cannot sign in to this account's client", async () => {
+      const otherAccount = await seedAccount(server.ctx.db);
+      const outsider = await seedUser(server.ctx.db, otherAccount);
+      const { challenge } = await pkce();
+      const url = oidc.buildAuthorizationUrl(config, {
+        redirect_uri: REDIRECT_URI,
+        scope: 'openid',
+        code_challenge: challenge,
+        code_challenge_method: 'S256',
+      });
+      const browser = new Browser(server.baseUrl);
+      const page = await browser.follow(url.href);
+      const [form] = formsOf(await page.response.text());
+      assert.ok(form);
+      const res = await browser.request(form.action, {
+        ...form.fields,
+        email: outsider.email,
+        password: PASSWORD,
+      });
+      assert.equal(res.status, 403);
+      assert.match(await res.text(), /not registered for your organization/);
+    });
+
+    test('a token whose user left the account, an expired token and an API key all get 401', async () => {
+      const mover = await seedUser(server.ctx.db, accountId);
+      const moved = await tokensFor(mover.email);
+      assert.equal((await api(moved.access_token)).status, 200);
+      const elsewhere = await seedAccount(server.ctx.db);
+      await server.ctx.db
+        .updateTable('users')
+        .set({ account_id: elsewhere })
+        .where('id', '=', mover.id)
+        .execute();
+      assert.equal((await api(moved.access_token)).status, 401, 'cross-account token');
+
+      const expiring = await tokensFor(user.email);
+      await server.ctx.db
+        .updateTable('oauth_payloads')
+        .set({ expires_at: '2000-01-01T00:00:00.000Z' })
+        .where('model', '=', 'AccessToken')
+        .execute();
+      const expired = await api(expiring.access_token);
+      assert.equal(expired.status, 401);
+      assert.deepEqual(await expired.json(), {
+        error: true,
+        message: 'The access token is invalid, expired or revoked.',
+      });
+
+      const { rawKey } = await seedKey(server.ctx.db, accountId);
+      const withKey = await fetch(`${server.baseUrl}/api/v1/users`, { headers: bearer(rawKey) });
+      assert.equal(withKey.status, 401);
+      assert.match((await withKey.json()).message, /API keys are not accepted/);
+      const none = await fetch(`${server.baseUrl}/api/v1/users`);
+      assert.equal(none.status, 401);
+      assert.equal(none.headers.get('www-authenticate'), 'Bearer realm="safety-api"');
+    });
+
+    test("a deleted client's tokens stop working", async () => {
+      const doomed = await seedClient(server.ctx.db, accountId);
+      const doomedConfig = await discover(server, doomed.clientId, doomed.clientSecret);
+      const tokens = await oidc.clientCredentialsGrant(doomedConfig, { scope: 'users:read' });
+      assert.equal((await api(tokens.access_token)).status, 200);
+      await server.ctx.db.deleteFrom('oauth_clients').where('client_id', '=', doomed.clientId).execute();
+      assert.equal((await api(tokens.access_token)).status, 401);
+    });
+  });
+}
