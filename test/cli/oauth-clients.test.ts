@@ -79,7 +79,7 @@ for (const store of STORES) {
     });
 
     test('bad input exits non-zero with one line on standard error', async () => {
-      for (const args of [
+      const cases = [
         ['oauth-clients', 'create', '--account', accountId, '--name', 'X'],
         [
           'oauth-clients',
@@ -102,8 +102,11 @@ for (const store of STORES) {
           'https://a.example/cb',
         ],
         ['oauth-clients', 'delete', 'oc_unknown'],
-      ]) {
-        const result = await runCli(args, env);
+      ];
+      // Each run is a new process; running them together keeps the file within the runner's timeout.
+      const results = await Promise.all(cases.map((args) => runCli(args, env)));
+      for (const [i, result] of results.entries()) {
+        const args = cases[i] as string[];
         assert.notEqual(result.code, 0, args.join(' '));
         assert.equal(result.stderr.trim().split('\n').length, 1, `${args.join(' ')}: ${result.stderr}`);
         assert.match(result.stderr, /^safety-api: /);
