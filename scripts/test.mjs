@@ -3,6 +3,7 @@
 import { spawnSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { buildDist } from './build.mjs';
 
 function testFiles(dir) {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -20,6 +21,8 @@ if (files.length === 0) {
   console.error('no test files matched');
   process.exit(1);
 }
+// Tests run the real executable, which runs the bundle: build it from the sources under test.
+await buildDist();
 const result = spawnSync(
   process.execPath,
   ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=120000', ...files],

@@ -191,6 +191,8 @@ describe('admin panel in Chromium (sqlite)', () => {
         }, `${base}/admin/settings/integrations/api-keys/${target.id}/revoke`),
       ]);
       assert.equal(sameSite.status(), 403);
+      // Let that navigation finish, so the next step does not race it.
+      await page.getByRole('heading', { name: 'Invalid or missing CSRF token' }).waitFor();
 
       assert.equal((await apiKeyRepository.findById(ctx.db, target.id))?.state, 'active');
       assert.equal((await publicApi(target.rawKey)).status, 200);

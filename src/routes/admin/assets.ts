@@ -1,5 +1,7 @@
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
+import { PROJECT_ROOT } from '../../paths.ts';
 
 // A fixed list read once at start: no path from the request ever reaches the file system.
 const ASSET_TYPES: Record<string, string> = {
@@ -8,12 +10,9 @@ const ASSET_TYPES: Record<string, string> = {
 };
 
 export async function adminAssetRoutes(app: FastifyInstance): Promise<void> {
-  const dir = new URL('../../admin/assets/', import.meta.url);
+  const dir = join(PROJECT_ROOT, 'src/admin/assets');
   const assets = new Map(
-    Object.entries(ASSET_TYPES).map(([name, type]) => [
-      name,
-      { type, body: readFileSync(new URL(name, dir)) },
-    ]),
+    Object.entries(ASSET_TYPES).map(([name, type]) => [name, { type, body: readFileSync(join(dir, name)) }]),
   );
 
   app.get<{ Params: { file: string } }>('/assets/:file', async (request, reply) => {
