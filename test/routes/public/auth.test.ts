@@ -142,6 +142,36 @@ for (const store of STORES) {
       }
     });
 
+    test('checks run in order: header, key, plan, scope, then the rate limit', async () => {
+      const limited = await seedAccount(ctx.db, { rate_limit_per_hour: 1 });
+      const key = await seedKey(ctx.db, limited);
+      assert.equal((await get(bearer(key.rawKey))).statusCode, 200);
+      assert.equal((await get(bearer(key.rawKey))).statusCode, 429);
+      // With the allowance used up, a write with a read key is still a scope refusal.
+      const post = await ctx.app.inject({ method: 'POST', url: INCIDENTS, headers: bearer(key.rawKey) });
+      assert.equal(post.statusCode, 403);
+      assert.equal(post.json().error, 'INSUFFICIENT_SCOPE');
+      await apiKeyService.disable(ctx.db, key.id, 'test');
+      assert.equal((await get(bearer(key.rawKey))).json().error, 'API_KEY_INVALID');
+      assert.equal(
+        (await get({ authorization: `Bearer ${key.rawKey.toUpperCase()}` })).json().error,
+        'API_KEY_REQUIRED',
+      );
+    });
+
+    test('no CORS: keys do not belong in browsers', async () => {
+      const simple = await get({ ...bearer(readKey.rawKey), origin: 'https://evil.example' });
+      assert.equal(simple.statusCode, 200);
+      assert.equal(simple.headers['access-control-allow-origin'], undefined);
+      const preflight = await ctx.app.inject({
+        method: 'OPTIONS',
+        url: INCIDENTS,
+        headers: { origin: 'https://evil.example', 'access-control-request-method': 'GET' },
+      });
+      assert.equal(preflight.headers['access-control-allow-origin'], undefined);
+      assert.equal(preflight.headers['access-control-allow-headers'], undefined);
+    });
+
     test('HEAD behaves as GET without a body', async () => {
       const get200 = await get(bearer(readKey.rawKey), '/api/v1/public/users');
       const head = await ctx.app.inject({
