@@ -1,4 +1,4 @@
-import { type Kysely, type Selectable, sql } from 'kysely';
+import { CompiledQuery, type Kysely, type Selectable, sql } from 'kysely';
 import type { Database, IncidentsTable } from '../schema.ts';
 
 /** An incident as the API shows it: every stored column but its account and paging position. */
@@ -19,6 +19,52 @@ const COLUMNS = [
   'created_at',
   'updated_at',
 ] as const;
+
+/** Every stored column but `position`, in the order `upsertSql` binds them. */
+const INSERT_COLUMNS = ['account_id', ...COLUMNS] as const;
+
+/**
+ * Building a many-row INSERT through Kysely costs more than SQLite takes to run it, and its SQL
+ * depends only on the store and the row count. The last one compiled is kept per store (adapter),
+ * so the full batches of an import build it once and reuse its prepared statement too.
+ */
+const lastUpsert = new WeakMap<object, { rows: number; sql: string }>();
+
+function upsertSql(db: Kysely<Database>, rows: number): string {
+  const adapter = db.getExecutor().adapter;
+  const cached = lastUpsert.get(adapter);
+  if (cached !== undefined && cached.rows === rows) return cached.sql;
+  // Each column's value is its place in the row, so the parameters show the order Kysely binds.
+  const order = [...INSERT_COLUMNS, 'position'];
+  const row = Object.fromEntries(order.map((column, index) => [column, index]));
+  const query = db
+    .insertInto('incidents')
+    .values(Array.from({ length: rows }, () => row as unknown as IncidentInput))
+    .onConflict((oc) =>
+      oc
+        .column('id')
+        .doUpdateSet((eb) => ({
+          incident_number: eb.ref('excluded.incident_number'),
+          description: eb.ref('excluded.description'),
+          status: eb.ref('excluded.status'),
+          severity_likelihood: eb.ref('excluded.severity_likelihood'),
+          severity_impact: eb.ref('excluded.severity_impact'),
+          location: eb.ref('excluded.location'),
+          incident_date: eb.ref('excluded.incident_date'),
+          created_at: eb.ref('excluded.created_at'),
+          updated_at: eb.ref('excluded.updated_at'),
+        }))
+        .whereRef('incidents.account_id', '=', 'excluded.account_id'),
+    )
+    .compile();
+  if (
+    query.parameters.length !== rows * order.length ||
+    query.parameters.some((value, index) => value !== index % order.length)
+  )
+    throw new Error('incident upsert: Kysely bound the columns in an unexpected order');
+  lastUpsert.set(adapter, { rows, sql: query.sql });
+  return query.sql;
+}
 
 export const incidentRepository = {
   /**
@@ -50,26 +96,22 @@ export const incidentRepository = {
       .executeTakeFirst();
   },
 
-  /** Inserts or updates by id. An update keeps the row's position; `rerank` settles positions. */
-  async upsertMany(db: Kysely<Database>, incidents: IncidentInput[]): Promise<void> {
-    if (incidents.length === 0) return;
-    await db
-      .insertInto('incidents')
-      .values(incidents)
-      .onConflict((oc) =>
-        oc.column('id').doUpdateSet((eb) => ({
-          incident_number: eb.ref('excluded.incident_number'),
-          description: eb.ref('excluded.description'),
-          status: eb.ref('excluded.status'),
-          severity_likelihood: eb.ref('excluded.severity_likelihood'),
-          severity_impact: eb.ref('excluded.severity_impact'),
-          location: eb.ref('excluded.location'),
-          incident_date: eb.ref('excluded.incident_date'),
-          created_at: eb.ref('excluded.created_at'),
-          updated_at: eb.ref('excluded.updated_at'),
-        })),
-      )
-      .execute();
+  /**
+   * Inserts or updates by id and returns how many rows it wrote. An update keeps the row's
+   * position (`rerank` settles positions) and never moves a row to another account: a record whose
+   * id belongs to another account is left as it is and not counted, so a count below
+   * `incidents.length` means that `existingOwners` will name the refused records.
+   */
+  async upsertMany(db: Kysely<Database>, incidents: IncidentInput[]): Promise<number> {
+    if (incidents.length === 0) return 0;
+    const parameters: unknown[] = [];
+    for (const incident of incidents) {
+      for (const column of INSERT_COLUMNS) parameters.push(incident[column] ?? null);
+      // 0 is the column's default: the value an insert without a position stored before rerank.
+      parameters.push(incident.position ?? 0);
+    }
+    const result = await db.executeQuery(CompiledQuery.raw(upsertSql(db, incidents.length), parameters));
+    return Number(result.numAffectedRows ?? 0);
   },
 
   /** The largest (created_at, id) of the account, the last in paging order; null without incidents. */
