@@ -28,11 +28,25 @@ export interface AdminSession {
   sealedFlash: string | null;
 }
 
-/** A one-time message for the next page; `rawKey` is the just-created key, shown exactly once. */
+/** A value the next page shows in a read-only field with a copy button. */
+export interface FlashValue {
+  /** The field's HTML id, unique on the page. */
+  id: string;
+  label: string;
+  value: string;
+}
+
+/**
+ * A one-time message for the next page. `values` are what was just created (a raw API key, an
+ * OAuth client's id and secret); they are shown exactly once, since reading the flash deletes it.
+ * `secret` marks values that are credentials stored only as a hash: the page then warns that
+ * they cannot be shown again, naming them and what to do if they are lost.
+ */
 export interface Flash {
   kind: 'success' | 'error';
   message: string;
-  rawKey?: string;
+  values?: FlashValue[];
+  secret?: { noun: string; ifLost: string };
 }
 
 export function adminCookieOptions(request: FastifyRequest): CookieSerializeOptions {
@@ -126,7 +140,7 @@ export async function endSession(
   reply.clearCookie(SESSION_COOKIE, adminCookieOptions(request));
 }
 
-// The flash may hold a raw API key for the moment between a redirect and the next page. It is
+// The flash may hold a raw credential for the moment between a redirect and the next page. It is
 // sealed with a key derived from the raw session id, which only the browser has, so the stored
 // value is useless to anyone reading the database.
 function flashKey(rawId: string): Buffer {

@@ -92,7 +92,8 @@ describe('admin panel in Chromium (sqlite)', () => {
     });
 
     test('creates a key and reads it exactly once, with a working copy button', async () => {
-      await page.getByLabel('Name').fill('Browser integration');
+      // Exact: the OAuth client form on the same page has a "Client name" field.
+      await page.getByLabel('Name', { exact: true }).fill('Browser integration');
       await page.getByRole('button', { name: 'Create key' }).click();
       await page.getByText('Copy this key now. It will not be shown again').waitFor();
       rawKey = await page.getByLabel('New API key').inputValue();
@@ -196,6 +197,32 @@ describe('admin panel in Chromium (sqlite)', () => {
 
       assert.equal((await apiKeyRepository.findById(ctx.db, target.id))?.state, 'active');
       assert.equal((await publicApi(target.rawKey)).status, 200);
+    });
+
+    test('registers an OAuth client, reads its secret exactly once, then deletes the client', async () => {
+      await page.goto(`${base}/admin/settings/integrations`);
+      await page.getByLabel('Client name').fill('Browser partner');
+      await page.getByLabel('Redirect URIs').fill('https://partner.example/cb\nhttp://localhost:5173/cb');
+      await page.getByRole('button', { name: 'Register client' }).click();
+      await page.getByText('Copy this client secret now. It will not be shown again').waitFor();
+      const clientId = await page.getByLabel('Client ID').inputValue();
+      const secret = await page.getByLabel('Client secret').inputValue();
+      assert.match(clientId, /^oc_[0-9a-f]{32}$/);
+      assert.match(secret, /^ocs_[0-9a-f]{64}$/);
+
+      await page.reload();
+      assert.equal(await page.getByLabel('Client secret').count(), 0);
+      assert.ok(!(await page.content()).includes(secret), 'the secret is gone after a reload');
+      const row = page.locator('#oauth-clients-table tbody tr', { hasText: 'Browser partner' });
+      assert.match((await row.textContent()) ?? '', new RegExp(`${clientId}[\\s\\S]*Confidential`));
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      assert.ok(overflow <= 0, `page is ${overflow}px wider than the screen`);
+
+      await page.getByRole('link', { name: 'Delete Browser partner' }).click();
+      await page.getByText('Deleting is permanent.').waitFor();
+      await page.getByRole('button', { name: 'Delete permanently' }).click();
+      await page.getByText('OAuth client “Browser partner” deleted').waitFor();
+      assert.equal(await row.count(), 0);
     });
 
     test('signs out', async () => {

@@ -12,7 +12,7 @@ for (const button of document.querySelectorAll('button[data-copy-target]')) {
       if (status) status.textContent = 'Copied to the clipboard.';
     } catch {
       if (status)
-        status.textContent = 'Copying failed: the key is selected, press Ctrl+C (or ⌘C) to copy it.';
+        status.textContent = 'Copying failed: the text is selected, press Ctrl+C (or ⌘C) to copy it.';
     }
   });
 }

@@ -22,17 +22,22 @@ export function csrfField(token: string): SafeHtml {
 }
 
 function flashBlock(flash: Flash): SafeHtml {
-  if (flash.rawKey === undefined) {
+  if (flash.values === undefined) {
     return html`<div class="flash flash-${flash.kind}" role="${flash.kind === 'error' ? 'alert' : 'status'}">${flash.message}</div>`;
   }
+  const warning = flash.secret
+    ? html`<p class="warning"><strong>Copy this ${flash.secret.noun} now. It will not be shown again:</strong> only its hash is stored, so a lost ${flash.secret.noun} cannot be recovered, ${flash.secret.ifLost}.</p>`
+    : null;
   return html`<section class="flash flash-success new-key" role="status" aria-labelledby="new-key-heading">
   <h2 id="new-key-heading">${flash.message}</h2>
-  <p class="warning"><strong>Copy this key now. It will not be shown again:</strong> only its hash is stored, so a lost key cannot be recovered, only revoked and replaced.</p>
-  <label for="new-key-value">New API key</label>
+  ${warning}
+  ${flash.values.map(
+    (field) => html`<label for="${field.id}">${field.label}</label>
   <div class="copy-row">
-    <input id="new-key-value" class="key-value" type="text" readonly value="${flash.rawKey}" spellcheck="false" autocomplete="off">
-    <button type="button" class="button" data-copy-target="new-key-value" hidden>Copy</button>
-  </div>
+    <input id="${field.id}" class="key-value" type="text" readonly value="${field.value}" spellcheck="false" autocomplete="off">
+    <button type="button" class="button" data-copy-target="${field.id}" hidden>Copy</button>
+  </div>`,
+  )}
   <p class="copy-status" aria-live="polite"></p>
 </section>`;
 }

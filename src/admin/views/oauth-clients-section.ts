@@ -1,33 +1,88 @@
-import type { Kysely } from 'kysely';
-import type { Database } from '../../db/schema.ts';
-import { oauthClientService } from '../../oauth/clients.ts';
+import type { OauthClientView } from '../../oauth/clients.ts';
 import { html, type SafeHtml } from '../html.ts';
+import { INTEGRATIONS_PATH } from './api-keys.ts';
 import { dateTime } from './format.ts';
+import { csrfField, type Page, type SignedIn } from './layout.ts';
 
-/**
- * The "OAuth clients" section of Settings > Integrations: the partner apps registered for the
- * account. Registration and deletion are done with `safety-api oauth-clients` for now.
- */
-export async function oauthClientsSection(db: Kysely<Database>, accountId: string): Promise<SafeHtml> {
-  const clients = await oauthClientService.list(db, accountId);
-  const list =
-    clients.length === 0
-      ? html`<p>No OAuth clients registered.</p>`
-      : html`<div class="table-wrap"><table class="responsive" id="oauth-clients-table">
-  <thead><tr><th scope="col">Name</th><th scope="col">Client ID</th><th scope="col">Type</th><th scope="col">Redirect URIs</th><th scope="col">Created</th></tr></thead>
-  <tbody>${clients.map(
-    (client) => html`<tr>
-    <td>${client.name}</td>
-    <td><code>${client.client_id}</code></td>
-    <td>${client.type === 'public' ? 'Public (PKCE, no secret)' : 'Confidential'}</td>
-    <td>${client.redirect_uris.map((uri) => html`<code>${uri}</code><br>`)}</td>
-    <td>${dateTime(client.created_at)}</td>
-  </tr>`,
-  )}</tbody>
+export const OAUTH_CLIENTS_PATH = '/admin/settings/integrations/oauth-clients';
+
+export function clientPath(clientId: string): string {
+  return `${OAUTH_CLIENTS_PATH}/${encodeURIComponent(clientId)}`;
+}
+
+/** The form's client types; the value is what the create form posts. */
+export const CLIENT_TYPES = {
+  confidential: 'Confidential: a server-side app that keeps a secret',
+  public: 'Public: a mobile or single-page app, no secret (PKCE only)',
+} as const;
+
+function typeName(client: OauthClientView): string {
+  return client.type === 'public' ? 'Public (PKCE, no secret)' : 'Confidential';
+}
+
+function clientTable(clients: OauthClientView[]): SafeHtml {
+  if (clients.length === 0) return html`<p>No OAuth clients registered.</p>`;
+  const rows = clients.map(
+    (client) => html`<tr data-client-id="${client.client_id}">
+  <td data-label="Name">${client.name}</td>
+  <td data-label="Client ID"><code>${client.client_id}</code></td>
+  <td data-label="Type">${typeName(client)}</td>
+  <td data-label="Redirect URIs"><div>${client.redirect_uris.map((uri) => html`<code>${uri}</code><br>`)}</div></td>
+  <td data-label="Created">${dateTime(client.created_at)}</td>
+  <td data-label="Actions"><a href="${clientPath(client.client_id)}/delete" aria-label="Delete ${client.name}">Delete…</a></td>
+</tr>`,
+  );
+  return html`<div class="table-wrap"><table class="responsive" id="oauth-clients-table">
+  <caption class="visually-hidden">OAuth clients</caption>
+  <thead><tr><th scope="col">Name</th><th scope="col">Client ID</th><th scope="col">Type</th><th scope="col">Redirect URIs</th><th scope="col">Created</th><th scope="col">Actions</th></tr></thead>
+  <tbody>${rows}</tbody>
 </table></div>`;
-  return html`<section class="card" aria-labelledby="oauth-clients-heading">
+}
+
+function createForm(csrfToken: string): SafeHtml {
+  const types = Object.entries(CLIENT_TYPES).map(
+    ([value, label]) => html`<option value="${value}">${label}</option>`,
+  );
+  return html`<form method="post" action="${OAUTH_CLIENTS_PATH}" class="create-key stack" aria-labelledby="create-client-heading">
+  <h3 id="create-client-heading">Register a client</h3>
+  ${csrfField(csrfToken)}
+  <label for="client-name">Client name</label>
+  <input id="client-name" name="name" type="text" required maxlength="100" placeholder="e.g. Acme BI" aria-describedby="client-name-hint">
+  <p id="client-name-hint" class="hint">People see this name when the app asks for their approval.</p>
+  <label for="client-redirect-uris">Redirect URIs</label>
+  <textarea id="client-redirect-uris" name="redirect_uris" rows="3" required spellcheck="false" autocomplete="off" aria-describedby="client-redirect-uris-hint"></textarea>
+  <p id="client-redirect-uris-hint" class="hint">One per line. Each must use https (http only to localhost or 127.0.0.1) and have no #fragment.</p>
+  <label for="client-type">Client type</label>
+  <select id="client-type" name="type">${types}</select>
+  <button type="submit" class="button button-primary">Register client</button>
+</form>`;
+}
+
+/** The "OAuth clients" section of Settings > Integrations: the partner apps of the account. */
+export function oauthClientsSection(options: { clients: OauthClientView[]; csrfToken: string }): SafeHtml {
+  return html`<section class="card" id="oauth-clients" aria-labelledby="oauth-clients-heading">
   <h2 id="oauth-clients-heading">OAuth clients</h2>
-  ${list}
-  <p class="muted">Register or delete a partner app with <code>safety-api oauth-clients create|delete</code>; a client secret is shown once, at creation.</p>
+  <p>Partner apps connect to this account through OAuth 2: people sign in and approve them, or a confidential client acts on its own with its secret. Deleting a client ends all its tokens at their next use.</p>
+  ${clientTable(options.clients)}
+  ${createForm(options.csrfToken)}
 </section>`;
+}
+
+export function deleteConfirmationPage(options: { signedIn: SignedIn; client: OauthClientView }): Page {
+  const { signedIn, client } = options;
+  const path = clientPath(client.client_id);
+  return {
+    title: `Delete ${client.name}`,
+    trail: ['Integrations', 'OAuth clients', client.name, 'Delete'],
+    signedIn,
+    body: html`<section class="card message" aria-labelledby="delete-client-heading">
+  <h1 id="delete-client-heading">Delete OAuth client “${client.name}”?</h1>
+  <p class="warning">Deleting is permanent. Every access and refresh token of <code>${client.client_id}</code> stops working at its next use, and the app can no longer sign anyone in or request tokens.</p>
+  <form method="post" action="${path}/delete" class="actions">
+    ${csrfField(signedIn.csrfToken)}
+    <button type="submit" class="button button-danger">Delete permanently</button>
+    <a class="button button-quiet" href="${INTEGRATIONS_PATH}#oauth-clients">Cancel</a>
+  </form>
+</section>`,
+  };
 }

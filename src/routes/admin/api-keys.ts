@@ -1,9 +1,7 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
-import { refusalReason } from '../../admin/access.ts';
-import { CSRF_FIELD, csrfTokenMatches } from '../../admin/csrf.ts';
 import { formField } from '../../admin/forms.ts';
-import { type AdminSession, endSession, loadSession, setFlash, takeFlash } from '../../admin/sessions.ts';
+import { type AdminSession, setFlash } from '../../admin/sessions.ts';
 import {
   apiKeyPage,
   INTEGRATIONS_PATH,
@@ -11,41 +9,20 @@ import {
   keyPath,
   revokeConfirmationPage,
 } from '../../admin/views/api-keys.ts';
-import { layout, type Page, type SignedIn } from '../../admin/views/layout.ts';
-import { csrfFailurePage, messagePage, refusalPage } from '../../admin/views/message-page.ts';
+import { messagePage } from '../../admin/views/message-page.ts';
 import { oauthClientsSection } from '../../admin/views/oauth-clients-section.ts';
-import { SIGN_IN_PATH } from '../../admin/views/sign-in.ts';
 import { apiKeyRepository } from '../../db/repositories/api-keys.ts';
 import { userRepository } from '../../db/repositories/users.ts';
 import type { Database } from '../../db/schema.ts';
 import { InputError } from '../../errors.ts';
+import { oauthClientService } from '../../oauth/clients.ts';
 import { type ApiKeyView, apiKeyService, toView } from '../../services/api-key-service.ts';
 import { sendPage } from './responses.ts';
+import { sendSignedInPage, signedInAs } from './signed-in.ts';
 
 const AUDIT_TRAIL_LENGTH = 100;
 
-declare module 'fastify' {
-  interface FastifyRequest {
-    /** The signed-in Super Admin's session; set on every route of the key management pages. */
-    adminSession: AdminSession;
-  }
-}
-
 type KeyParams = { Params: { id: string } };
-
-function signedInAs(session: AdminSession): SignedIn {
-  return { principal: session.principal, csrfToken: session.csrfToken };
-}
-
-/** Renders a page of the signed-in area, with the one-time flash that was waiting for it. */
-async function sendSignedInPage(
-  request: FastifyRequest,
-  reply: FastifyReply,
-  page: Page,
-): Promise<FastifyReply> {
-  const flash = await takeFlash(request, request.adminSession);
-  return sendPage(reply, 200, layout({ ...page, flash }));
-}
 
 async function userNames(db: Kysely<Database>, accountId: string, actors: (string | null)[]) {
   const ids = [...new Set(actors.filter((actor): actor is string => actor !== null && actor !== 'cli'))];
@@ -104,30 +81,8 @@ const KEY_ACTIONS: Record<string, KeyAction> = {
   },
 };
 
-/**
- * Settings > Integrations and the API key pages. Every request re-checks the session and the
- * person behind it; every POST must carry the session's CSRF token.
- */
+/** Settings > Integrations and the API key pages; registered inside the signed-in area. */
 export async function adminApiKeyRoutes(app: FastifyInstance): Promise<void> {
-  app.decorateRequest('adminSession', null as never);
-
-  app.addHook('preHandler', async (request, reply) => {
-    const session = await loadSession(request);
-    if (request.method === 'POST') {
-      if (session === null || !csrfTokenMatches(session.csrfToken, formField(request.body, CSRF_FIELD))) {
-        return sendPage(reply, 403, csrfFailurePage());
-      }
-    } else if (session === null) {
-      return reply.redirect(SIGN_IN_PATH, 303);
-    }
-    const reason = refusalReason(session.principal);
-    if (reason !== null) {
-      await endSession(request, reply, session);
-      return sendPage(reply, 403, refusalPage(reason));
-    }
-    request.adminSession = session;
-  });
-
   app.get('/settings', async (_request, reply) => reply.redirect(INTEGRATIONS_PATH, 303));
 
   app.get('/settings/integrations', async (request, reply) => {
@@ -135,10 +90,10 @@ export async function adminApiKeyRoutes(app: FastifyInstance): Promise<void> {
     const { db } = request.server;
     const accountId = session.principal.accountId;
     const now = new Date();
-    const [keys, events, oauthClients] = await Promise.all([
+    const [keys, events, clients] = await Promise.all([
       apiKeyService.list(db, accountId, now),
       apiKeyRepository.listEvents(db, accountId, AUDIT_TRAIL_LENGTH),
-      oauthClientsSection(db, accountId),
+      oauthClientService.list(db, accountId),
     ]);
     const names = await userNames(db, accountId, [
       ...keys.map((key) => key.created_by),
@@ -147,7 +102,14 @@ export async function adminApiKeyRoutes(app: FastifyInstance): Promise<void> {
     return sendSignedInPage(
       request,
       reply,
-      integrationsPage({ signedIn: signedInAs(session), keys, events, userNames: names, oauthClients, now }),
+      integrationsPage({
+        signedIn: signedInAs(session),
+        keys,
+        events,
+        userNames: names,
+        oauthClients: oauthClientsSection({ clients, csrfToken: session.csrfToken }),
+        now,
+      }),
     );
   });
 
@@ -161,7 +123,12 @@ export async function adminApiKeyRoutes(app: FastifyInstance): Promise<void> {
         expiresAt: formField(request.body, 'expires_at') || null,
         actor: session.principal.userId,
       });
-      await setFlash(request, session, { kind: 'success', message: `API key “${key.name}” created`, rawKey });
+      await setFlash(request, session, {
+        kind: 'success',
+        message: `API key “${key.name}” created`,
+        values: [{ id: 'new-key-value', label: 'New API key', value: rawKey }],
+        secret: { noun: 'key', ifLost: 'only revoked and replaced' },
+      });
     } catch (error) {
       if (!(error instanceof InputError)) throw error;
       await setFlash(request, session, {

@@ -6,11 +6,13 @@ import { INTEGRATIONS_PATH } from '../../admin/views/api-keys.ts';
 import { messagePage } from '../../admin/views/message-page.ts';
 import { adminApiKeyRoutes } from './api-keys.ts';
 import { adminAssetRoutes } from './assets.ts';
+import { adminOauthClientRoutes } from './oauth-clients.ts';
 import { sendPage } from './responses.ts';
 import { adminSignInRoutes } from './sign-in.ts';
+import { signedInArea } from './signed-in.ts';
 
 // Pages load only the panel's own files: no inline script or style, no framing, and forms post
-// only back to the panel. Pages may show a raw key once, so no cache may keep them.
+// only back to the panel. Pages may show a raw key or client secret once, so no cache may keep them.
 const SECURITY_HEADERS = {
   'content-security-policy':
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
@@ -69,5 +71,5 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
 
   await app.register(adminAssetRoutes);
   await app.register(adminSignInRoutes, { throttle });
-  await app.register(adminApiKeyRoutes);
+  await app.register(signedInArea(adminApiKeyRoutes, adminOauthClientRoutes));
 }
