@@ -49,7 +49,12 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .execute();
   await db.schema.createIndex('users_account').on('users').columns(['account_id', 'active']).execute();
   // Sign-in is by email, so an email names one user across the whole service.
-  await db.schema.createIndex('users_email').on('users').expression(sql`lower(email)`).unique().execute();
+  await db.schema
+    .createIndex('users_email')
+    .on('users')
+    .expression(sql`lower(email)`)
+    .unique()
+    .execute();
 
   await db.schema
     .createTable('incidents')
