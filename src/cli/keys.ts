@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { InputError } from '../errors.ts';
 import { type ApiKeyView, apiKeyService } from '../services/api-key-service.ts';
-import { type Io, withDatabase } from './context.ts';
+import { type Io, listForAccount, withDatabase } from './context.ts';
 
 export const KEYS_USAGE = `safety-api keys create --account ID --name NAME [--scope read|read-write|admin] [--expires-at ISO] [--json]
 safety-api keys list --account ID [--json]
@@ -63,18 +63,15 @@ export async function keysCommand(args: string[], io: Io): Promise<void> {
       }
       return;
     }
-    case 'list': {
-      const { values } = parseArgs({
-        args: rest,
-        options: { account: { type: 'string' }, json: { type: 'boolean', default: false } },
-      });
-      if (values.account === undefined) throw new InputError('keys list needs --account ID');
-      const keys = await withDatabase((db) => apiKeyService.list(db, values.account as string));
-      if (values.json) io.out(JSON.stringify(keys));
-      else if (keys.length === 0) io.out('No API keys.');
-      else for (const key of keys) io.out(describe(key));
+    case 'list':
+      await listForAccount(
+        rest,
+        io,
+        { command: 'keys', empty: 'No API keys.' },
+        apiKeyService.list,
+        describe,
+      );
       return;
-    }
     case 'rename': {
       const [keyId, name] = positionals(rest, 2, 'safety-api keys rename KEY_ID NAME') as [string, string];
       io.out(describe(await withDatabase((db) => apiKeyService.rename(db, keyId, name, ACTOR))));

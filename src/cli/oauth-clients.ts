@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { InputError } from '../errors.ts';
 import { type OauthClientView, oauthClientService } from '../oauth/clients.ts';
-import { type Io, withDatabase } from './context.ts';
+import { type Io, listForAccount, withDatabase } from './context.ts';
 
 export const OAUTH_CLIENTS_USAGE = `safety-api oauth-clients create --account ID --name NAME --redirect-uri URI [--redirect-uri URI…] [--public] [--json]
 safety-api oauth-clients list --account ID [--json]
@@ -50,18 +50,15 @@ export async function oauthClientsCommand(args: string[], io: Io): Promise<void>
       }
       return;
     }
-    case 'list': {
-      const { values } = parseArgs({
-        args: rest,
-        options: { account: { type: 'string' }, json: { type: 'boolean', default: false } },
-      });
-      if (values.account === undefined) throw new InputError('oauth-clients list needs --account ID');
-      const clients = await withDatabase((db) => oauthClientService.list(db, values.account as string));
-      if (values.json) io.out(JSON.stringify(clients));
-      else if (clients.length === 0) io.out('No OAuth clients.');
-      else for (const client of clients) io.out(describe(client));
+    case 'list':
+      await listForAccount(
+        rest,
+        io,
+        { command: 'oauth-clients', empty: 'No OAuth clients.' },
+        oauthClientService.list,
+        describe,
+      );
       return;
-    }
     case 'delete': {
       const { positionals } = parseArgs({ args: rest, allowPositionals: true, options: {} });
       if (positionals.length !== 1) throw new InputError('usage: safety-api oauth-clients delete CLIENT_ID');
