@@ -7,6 +7,11 @@ import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client
  * route schemas that serialize the responses, so the document cannot drift from the code.
  */
 
+interface RouteSeries {
+  duration: Histogram.Internal<'method' | 'route'>;
+  byStatus: Map<number, Counter.Internal>;
+}
+
 interface DocumentedRoute {
   method: string;
   url: string;
@@ -31,11 +36,29 @@ export function registerObservability(app: FastifyInstance): void {
     registers: [registry],
   });
 
-  app.addHook('onResponse', async (request, reply) => {
-    // The route pattern, never the raw URL, keeps label cardinality bounded.
+  // Label children, made once per method, route and status: prom-client hashes a label object on
+  // every plain inc()/observe(), a child only on creation. The route pattern, never the raw URL,
+  // keeps the label set (and so this map) bounded.
+  const series = new Map<string, RouteSeries>();
+  // Synchronous (callback style): an async hook would cost a promise and a tick on every response.
+  app.addHook('onResponse', (request, reply, done) => {
+    const method = request.method;
     const route = request.routeOptions.url ?? 'unmatched';
-    requests.inc({ method: request.method, route, status_code: reply.statusCode });
-    duration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
+    const name = `${method} ${route}`;
+    let entry = series.get(name);
+    if (entry === undefined) {
+      entry = { duration: duration.labels(method, route), byStatus: new Map() };
+      series.set(name, entry);
+    }
+    const status = reply.statusCode;
+    let counter = entry.byStatus.get(status);
+    if (counter === undefined) {
+      counter = requests.labels(method, route, String(status));
+      entry.byStatus.set(status, counter);
+    }
+    counter.inc();
+    entry.duration.observe(reply.elapsedTime / 1000);
+    done();
   });
 
   const documented: DocumentedRoute[] = [];

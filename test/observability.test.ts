@@ -33,6 +33,20 @@ describe('operational endpoints', () => {
     assert.match(res.body, /process_resident_memory_bytes/);
   });
 
+  test('/metrics keeps one series per method, route and status across repeated requests', async () => {
+    const url = '/api/v1/public/departments';
+    for (let i = 0; i < 3; i += 1) await ctx.app.inject({ url, headers: bearer(rawKey) });
+    await ctx.app.inject({ url });
+    await ctx.app.inject({ url: '/no/such/route' });
+    await ctx.app.inject({ url: '/no/other/route' });
+    const body = (await ctx.app.inject({ url: '/metrics' })).body;
+    const route = 'route="/api/v1/public/departments"';
+    assert.match(body, new RegExp(`http_requests_total\\{method="GET",${route},status_code="200"\\} 3\\n`));
+    assert.match(body, new RegExp(`http_requests_total\\{method="GET",${route},status_code="401"\\} 1\\n`));
+    assert.match(body, new RegExp(`http_request_duration_seconds_count\\{method="GET",${route}\\} 4\\n`));
+    assert.match(body, /http_requests_total\{method="GET",route="unmatched",status_code="404"\} 2\n/);
+  });
+
   test('/openapi.json documents the public endpoints from the route schemas', async () => {
     const res = await ctx.app.inject({ url: '/openapi.json' });
     assert.equal(res.statusCode, 200);
