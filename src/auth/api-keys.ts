@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { apiKeyRepository, type KeyForAuth } from '../db/repositories/api-keys.ts';
 import { ApiError } from '../errors.ts';
@@ -15,8 +15,9 @@ export type ApiKeyState = 'active' | 'disabled' | 'revoked' | 'expired';
 const BEARER_HEADER = /^Bearer (svc_[0-9a-f]{40})$/;
 const READ_METHODS = new Set(['GET', 'HEAD']);
 
+// One-shot hashing: runs on every public request, and skips the Hash object of createHash().
 export function hashApiKey(rawKey: string): string {
-  return createHash('sha256').update(rawKey).digest('hex');
+  return hash('sha256', rawKey, 'hex');
 }
 
 /** A new raw key from the CSPRNG, its hash for storage and its display prefix. */
@@ -55,11 +56,10 @@ export async function authenticateApiKey(request: FastifyRequest, reply: Fastify
 
   const window = await request.server.rateLimiter.consume(key.id, key.rate_limit_per_hour);
   if (!window.allowed) throw ApiError.rateLimitExceeded(key.rate_limit_per_hour, window.retryAfterSeconds);
-  reply.headers({
-    'x-ratelimit-limit': key.rate_limit_per_hour,
-    'x-ratelimit-remaining': window.remaining,
-    'x-ratelimit-reset': window.resetEpochSeconds,
-  });
+  reply
+    .header('x-ratelimit-limit', key.rate_limit_per_hour)
+    .header('x-ratelimit-remaining', window.remaining)
+    .header('x-ratelimit-reset', window.resetEpochSeconds);
 
   request.server.lastUse.record(key.id, now);
   request.apiKey = key;
