@@ -111,13 +111,37 @@ interface LoadResult {
   p50: number;
   non2xx: number;
   errors: number;
+  /** CPU time (user + system) the server spent per request during the run, in microseconds. */
+  cpuUsPerRequest: number;
 }
 
-/** autocannon in its own process, for `SECONDS`; requests per second and latency. */
-async function load(port: number, path: string, headers: Record<string, string>, seconds = SECONDS) {
+/**
+ * CPU time used so far by process `pid`, in microseconds (utime + stime of /proc/PID/stat, in
+ * clock ticks of 10 ms). Fields are counted after the `)` that ends the command name.
+ */
+function cpuMicros(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
+}
+
+/**
+ * autocannon in its own process, for `SECONDS`, against the server process `pid`; requests per
+ * second, latency, and the server's CPU time per request. On a shared machine the throughput
+ * moves with the neighbours' load (and the bare server is limited by autocannon itself, not by
+ * its own CPU); the CPU time per request is what the code costs, and moves much less.
+ */
+async function load(
+  pid: number,
+  port: number,
+  path: string,
+  headers: Record<string, string>,
+  seconds = SECONDS,
+) {
   const args = [AUTOCANNON, '-j', '-c', String(CONNECTIONS), '-d', String(seconds)];
   for (const [k, v] of Object.entries(headers)) args.push('-H', `${k}=${v}`);
   args.push(`http://127.0.0.1:${port}${path}`);
+  const cpuBefore = cpuMicros(pid);
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'ignore'] });
   let out = '';
   child.stdout.on('data', (d) => {
@@ -125,7 +149,13 @@ async function load(port: number, path: string, headers: Record<string, string>,
   });
   await once(child, 'close');
   const r = JSON.parse(out);
-  return { rps: r.requests.average, p50: r.latency.p50, non2xx: r.non2xx, errors: r.errors } as LoadResult;
+  return {
+    rps: r.requests.average,
+    p50: r.latency.p50,
+    non2xx: r.non2xx,
+    errors: r.errors,
+    cpuUsPerRequest: (cpuMicros(pid) - cpuBefore) / Math.max(r.requests.total, 1),
+  } as LoadResult;
 }
 
 function peakRssMb(pid: number): number {
@@ -191,8 +221,8 @@ async function serverAndRatio(label: string, env: Record<string, string>) {
   const bareRuns: LoadResult[] = [];
   const apiRuns: LoadResult[] = [];
   for (let round = 0; round < 2; round += 1) {
-    bareRuns.push(await load(barePort, PAGE_ONE, {}));
-    apiRuns.push(await load(port, PAGE_ONE, auth));
+    bareRuns.push(await load(bare.pid as number, barePort, PAGE_ONE, {}));
+    apiRuns.push(await load(server.pid as number, port, PAGE_ONE, auth));
   }
   await stop(bare);
   const bareRps = Math.max(...bareRuns.map((r) => r.rps));
@@ -204,6 +234,14 @@ async function serverAndRatio(label: string, env: Record<string, string>) {
     result: `${fmt(apiRps)} vs ${fmt(bareRps)} = ${fmt(ratio * 100)}%${failures > 0 ? ` (${failures} non-2xx!)` : ''}`,
     target: '>= 50%',
     pass: ratio >= 0.5 && failures === 0,
+  });
+  const bareCpu = Math.min(...bareRuns.map((r) => r.cpuUsPerRequest));
+  const apiCpu = Math.min(...apiRuns.map((r) => r.cpuUsPerRequest));
+  rows.push({
+    measurement: `${label}: page 1 server CPU per request, API vs bare node:http (least of two rounds)`,
+    result: `${fmt(apiCpu)} vs ${fmt(bareCpu)} µs = ${fmt(apiCpu / bareCpu, 2)}x`,
+    target: 'report',
+    pass: null,
   });
   return { server, port, auth, etag: first.headers.etag as string, apiRps };
 }
@@ -263,12 +301,13 @@ async function sqliteMode(dataFile: string): Promise<void> {
     });
   }
   const cachedLast = await load(
+    server.pid as number,
     port,
     `/api/v1/public/incidents?page=${lastPage}&limit=50`,
     auth,
     Math.max(3, SECONDS / 2),
   );
-  const cachedFirst = await load(port, PAGE_ONE, auth, Math.max(3, SECONDS / 2));
+  const cachedFirst = await load(server.pid as number, port, PAGE_ONE, auth, Math.max(3, SECONDS / 2));
   rows.push({
     measurement: `median latency under load (${CONNECTIONS} connections), last page vs page 1`,
     result: `${fmt(cachedLast.p50, 2)} vs ${fmt(cachedFirst.p50, 2)} ms`,
@@ -294,7 +333,7 @@ async function sqliteMode(dataFile: string): Promise<void> {
   });
 
   log('304 throughput');
-  const notModified = await load(port, PAGE_ONE, { ...auth, 'if-none-match': etag });
+  const notModified = await load(server.pid as number, port, PAGE_ONE, { ...auth, 'if-none-match': etag });
   const remainingBefore = Number((await get(port, PAGE_ONE, auth)).headers['x-ratelimit-remaining']);
   await get(port, PAGE_ONE, { ...auth, 'if-none-match': etag });
   const remainingAfter = Number((await get(port, PAGE_ONE, auth)).headers['x-ratelimit-remaining']);
