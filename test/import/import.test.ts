@@ -61,6 +61,45 @@ for (const store of STORES) {
         ).n,
       );
 
+    /**
+     * The account's positions are the dense ranks of (created_at, id), its count is right, and the
+     * API's pages (newest first) list exactly that order.
+     */
+    const assertPagedInOrder = async (accountId: string) => {
+      const rows = await ctx.db
+        .selectFrom('incidents')
+        .select(['id', 'created_at', 'position'])
+        .where('account_id', '=', accountId)
+        .execute();
+      const ordered = [...rows].sort((a, b) =>
+        a.created_at !== b.created_at ? (a.created_at < b.created_at ? -1 : 1) : a.id < b.id ? -1 : 1,
+      );
+      assert.deepEqual(
+        ordered.map((r) => r.position),
+        ordered.map((_, index) => index + 1),
+      );
+      const row = await ctx.db
+        .selectFrom('accounts')
+        .select('incident_count')
+        .where('id', '=', accountId)
+        .executeTakeFirstOrThrow();
+      assert.equal(row.incident_count, rows.length);
+      const { rawKey } = await seedKey(ctx.db, accountId);
+      const served: string[] = [];
+      for (let page = 1; served.length < rows.length; page += 1) {
+        const body = (
+          await ctx.app.inject({
+            url: `/api/v1/public/incidents?limit=200&page=${page}`,
+            headers: bearer(rawKey),
+          })
+        ).json().data;
+        assert.equal(body.pagination.total, rows.length);
+        assert.ok(body.data.length > 0, `page ${page} is empty`);
+        served.push(...body.data.map((i: { id: string }) => i.id));
+      }
+      assert.deepEqual(served, ordered.map((r) => r.id).reverse());
+    };
+
     test('NDJSON: every record type, then the API serves it with a correct total and order', async () => {
       const dept = randomUUID();
       const counts = await importFile(
@@ -192,6 +231,14 @@ for (const store of STORES) {
           /^line 3: field "incident_date" must be a date/,
         ],
         [
+          ndjson([...good, incident(fresh, 2, '2025-01-01T00:00:00Z', { incident_date: '2025-13-01' })]),
+          /^line 3: field "incident_date" must be a date/,
+        ],
+        [
+          ndjson([...good, incident(fresh, 2, '2025-01-01T25:00:00.000Z')]),
+          /^line 3: field "created_at" must be an ISO 8601 date-time/,
+        ],
+        [
           ndjson([...good, incident(fresh, 2, '2025-01-01T00:00:00Z', { id: 'nope' })]),
           /^line 3: field "id" must be a UUID/,
         ],
@@ -295,6 +342,118 @@ for (const store of STORES) {
         .where('id', '=', existing!.id)
         .executeTakeFirstOrThrow();
       assert.equal(still.account_id, existing!.account_id);
+    });
+
+    test('imports in descending and shuffled order page correctly, also into an account with incidents', async () => {
+      const target = randomUUID();
+      const start = Date.UTC(2024, 0, 1);
+      const at = (slot: number) => new Date(start + slot * 60_000).toISOString();
+      const descending: object[] = [account(target)];
+      for (let i = 2999; i >= 0; i -= 1) descending.push(incident(target, i + 1, at(i * 2)));
+      await importFile(ctx.db, ndjson(descending));
+      await assertPagedInOrder(target);
+
+      // Odd slots fall between the existing ones, a few before and after all of them.
+      const shuffled: object[] = [];
+      for (let i = 0; i < 1500; i += 1) {
+        const slot = ((i * 7919) % 1500) * 4 - 1 + (i % 3 === 0 ? 6000 : 0);
+        shuffled.push(incident(target, 5000 + i, at(slot)));
+      }
+      await importFile(ctx.db, ndjson(shuffled));
+      await assertPagedInOrder(target);
+    });
+
+    test('ties on created_at are ordered by id', async () => {
+      const target = randomUUID();
+      const records: object[] = [account(target)];
+      for (let i = 0; i < 1200; i += 1) {
+        records.push(incident(target, i + 1, `2025-03-0${1 + (i % 3)}T00:00:00.000Z`));
+      }
+      await importFile(ctx.db, ndjson(records));
+      await assertPagedInOrder(target);
+      // More of the same instants, arriving after: they interleave with the earlier ones by id.
+      await importFile(
+        ctx.db,
+        ndjson(Array.from({ length: 300 }, (_, i) => incident(target, 2000 + i, '2025-03-02T00:00:00.000Z'))),
+      );
+      await assertPagedInOrder(target);
+    });
+
+    test('an update that changes created_at re-ranks the account', async () => {
+      const target = randomUUID();
+      const records: object[] = [account(target)];
+      for (let i = 0; i < 50; i += 1)
+        records.push(incident(target, i + 1, `2025-04-01T00:${String(i).padStart(2, '0')}:00Z`));
+      await importFile(ctx.db, ndjson(records));
+      const oldest = records[1] as { id: string };
+      const newest = records[50] as { id: string };
+      await importFile(
+        ctx.db,
+        ndjson([
+          { ...oldest, created_at: '2025-05-01T00:00:00Z' },
+          { ...newest, created_at: '2025-03-01T00:00:00Z' },
+          incident(target, 99, '2025-04-01T00:30:30Z'),
+        ]),
+      );
+      await assertPagedInOrder(target);
+      const positions = await ctx.db
+        .selectFrom('incidents')
+        .select(['id', 'position'])
+        .where('id', 'in', [oldest.id, newest.id])
+        .execute();
+      assert.deepEqual(
+        new Map(positions.map((r) => [r.id, r.position])),
+        new Map([
+          [oldest.id, 51],
+          [newest.id, 1],
+        ]),
+      );
+    });
+
+    test('a record moved to another account deep in a large batch is named by its line', async () => {
+      const owner = randomUUID();
+      const taken = incident(owner, 1, '2025-01-01T00:00:00Z');
+      await importFile(ctx.db, ndjson([account(owner), taken]));
+      const before = await count('incidents');
+
+      const other = randomUUID();
+      const records: object[] = [account(other)];
+      for (let i = 0; i < 2500; i += 1) {
+        records.push(incident(other, i + 1, new Date(Date.UTC(2025, 0, 1) + i * 1000).toISOString()));
+      }
+      // Line 1,702: inside the second full batch, neither first nor last in it.
+      records[1701] = { ...(records[1701] as object), id: taken.id };
+      await assert.rejects(
+        importFile(ctx.db, ndjson(records)),
+        new RegExp(
+          `^InputError: line 1702: field "account_id": record "${taken.id}" already belongs to another account`,
+        ),
+      );
+      assert.equal(await count('incidents'), before);
+      const still = await ctx.db
+        .selectFrom('incidents')
+        .select('account_id')
+        .where('id', '=', taken.id)
+        .executeTakeFirstOrThrow();
+      assert.equal(still.account_id, owner);
+    });
+
+    test('CRLF and lone CR line breaks are counted as lines, as readline counts them', async () => {
+      const target = randomUUID();
+      const path = join(dir, `${randomUUID()}.ndjson`);
+      const lines = [account(target), incident(target, 1, '2025-01-01T00:00:00Z')].map((r) =>
+        JSON.stringify(r),
+      );
+      writeFileSync(path, `${lines.join('\r\n')}\r\r\n{"type": "incident", "id": 1}\r\n`);
+      await assert.rejects(importFile(ctx.db, path), /^InputError: line 4: field "id" must be a UUID/);
+      writeFileSync(path, `${lines.join('\r')}\r`);
+      assert.deepEqual(await importFile(ctx.db, path), {
+        account: 1,
+        department: 0,
+        location: 0,
+        user: 0,
+        incident: 1,
+      });
     });
 
     test('a large NDJSON import streams in batches and pages correctly at depth', async () => {
