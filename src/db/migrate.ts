@@ -2,6 +2,7 @@ import { type Kysely, type Migration, Migrator } from 'kysely';
 import * as initial from './migrations/0001_initial.ts';
 import * as adminSessions from './migrations/0002_admin_sessions.ts';
 import * as oauth from './migrations/0003_oauth.ts';
+import * as dropIncidentsCreatedIndex from './migrations/0004_drop_incidents_created_index.ts';
 import type { Database } from './schema.ts';
 
 /**
@@ -12,6 +13,7 @@ export const migrations: Record<string, Migration> = {
   '0001_initial': initial,
   '0002_admin_sessions': adminSessions,
   '0003_oauth': oauth,
+  '0004_drop_incidents_created_index': dropIncidentsCreatedIndex,
 };
 
 /** Applies pending migrations; throws with the failing migration's name and cause. */

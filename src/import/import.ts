@@ -3,6 +3,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { extname } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import type { Kysely } from 'kysely';
+import { withBulkWriteCache } from '../db/database.ts';
 import { accountRepository } from '../db/repositories/accounts.ts';
 import { type IncidentInput, incidentRepository } from '../db/repositories/incidents.ts';
 import { namedResourceRepository } from '../db/repositories/named-resources.ts';
@@ -265,13 +266,13 @@ class Batches {
   private placeIncident(row: IncidentInput): void {
     const change = this.incidentChanges.get(row.account_id) as IncidentChange;
     change.records += 1;
-    const key = { created_at: row.created_at, id: row.id };
-    if (change.newest !== null && compareKeys(key, change.newest) <= 0) {
+    // The row is its own key: no object per record.
+    if (change.newest !== null && compareKeys(row, change.newest) <= 0) {
       // Arrived after a larger key: this record and everything from it may be out of place.
-      if (change.disorderFrom === null || compareKeys(key, change.disorderFrom) < 0)
-        change.disorderFrom = key;
+      if (change.disorderFrom === null || compareKeys(row, change.disorderFrom) < 0)
+        change.disorderFrom = row;
     } else {
-      change.newest = key;
+      change.newest = row;
     }
     row.position = change.before + change.records;
   }
@@ -390,16 +391,18 @@ export async function importFile(db: Kysely<Database>, path: string): Promise<Im
   const source = format === '.json' ? readJson(path) : readNdjson(path);
   const now = new Date().toISOString();
 
-  return db.transaction().execute(async (trx) => {
-    const batches = new Batches(trx);
-    for await (const records of source) {
-      for (const { where, type, value, extraFields } of records) {
-        const added = batches.add(where, validateRecord(type, value, where, now, extraFields));
-        if (added !== undefined) await added;
+  return withBulkWriteCache(db, () =>
+    db.transaction().execute(async (trx) => {
+      const batches = new Batches(trx);
+      for await (const records of source) {
+        for (const { where, type, value, extraFields } of records) {
+          const added = batches.add(where, validateRecord(type, value, where, now, extraFields));
+          if (added !== undefined) await added;
+        }
       }
-    }
-    await batches.flush();
-    await refreshAccounts(trx, batches);
-    return batches.counts;
-  });
+      await batches.flush();
+      await refreshAccounts(trx, batches);
+      return batches.counts;
+    }),
+  );
 }

@@ -114,7 +114,10 @@ export const incidentRepository = {
     return Number(result.numAffectedRows ?? 0);
   },
 
-  /** The largest (created_at, id) of the account, the last in paging order; null without incidents. */
+  /**
+   * The largest (created_at, id) of the account, the last in paging order; null without incidents.
+   * Read at the last position: every write settles positions before it commits.
+   */
   async newestKey(
     db: Kysely<Database>,
     accountId: string,
@@ -123,8 +126,7 @@ export const incidentRepository = {
       .selectFrom('incidents')
       .select(['created_at', 'id'])
       .where('account_id', '=', accountId)
-      .orderBy('created_at', 'desc')
-      .orderBy('id', 'desc')
+      .orderBy('position', 'desc')
       .limit(1)
       .executeTakeFirst();
     return row ?? null;
