@@ -62,7 +62,7 @@ function withStatementCache(sqlite: SqliteDatabase.Database): SqliteDialectConfi
 }
 
 /** SQLite page cache while one transaction writes many rows; see `withBulkWriteCache`. */
-const BULK_WRITE_CACHE_KIB = Number(process.env.IMPORT_CACHE_KIB ?? 131072);
+const BULK_WRITE_CACHE_KIB = 128 * 1024;
 
 /**
  * Runs `work` with a larger SQLite page cache on the connection, then restores it. A bulk write
