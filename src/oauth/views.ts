@@ -27,19 +27,11 @@ button.secondary{background:#fff;color:#1f5fbf}.error{background:#fdecea;color:#
 
 function page(title: string, body: SafeHtml): string {
   return html`<!doctype html>
-    <html lang="en">
-      <head>
-        <meta charset="utf-8" />
-        <meta name="viewport" content="width=device-width, initial-scale=1" />
-        <title>${title} · Safety Incident API</title>
-        <style>
-          ${STYLE}
-        </style>
-      </head>
-      <body>
-        <main>${body}</main>
-      </body>
-    </html>`.toString();
+<html lang="en">
+<head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${title} · Safety Incident API</title><style>${STYLE}</style></head>
+<body><main>${body}</main></body>
+</html>`.toString();
 }
 
 const errorBlock = (message: string | null) =>
@@ -55,16 +47,16 @@ export function signInPage(input: {
   return page(
     'Sign in',
     html`<h1>Sign in to continue to ${input.clientName}</h1>
-      ${errorBlock(input.error)}
-      <form method="post" action="${input.action}" autocomplete="on">
-        <input type="hidden" name="csrf_token" value="${input.csrfToken}" />
-        <label for="email">Email</label>
-        <input id="email" name="email" type="email" required autofocus value="${input.email}" />
-        <label for="password">Password</label>
-        <input id="password" name="password" type="password" required autocomplete="current-password" />
-        <button type="submit">Sign in</button>
-      </form>
-      <p class="muted">Use the email and password of your Safety Incident account.</p>`,
+${errorBlock(input.error)}
+<form method="post" action="${input.action}" autocomplete="on">
+<input type="hidden" name="csrf_token" value="${input.csrfToken}">
+<label for="email">Email</label>
+<input id="email" name="email" type="email" required autofocus value="${input.email}">
+<label for="password">Password</label>
+<input id="password" name="password" type="password" required autocomplete="current-password">
+<button type="submit">Sign in</button>
+</form>
+<p class="muted">Use the email and password of your Safety Incident account.</p>`,
   );
 }
 
@@ -76,25 +68,17 @@ export function consentPage(input: {
   userName: string;
   scopes: string[];
 }): string {
-  const token = html`<input type="hidden" name="csrf_token" value="${input.csrfToken}" />`;
+  const token = html`<input type="hidden" name="csrf_token" value="${input.csrfToken}">`;
   return page(
     'Allow access',
     html`<h1>${input.clientName} wants to access your account</h1>
-      <p>Signed in as ${input.userName}. ${input.clientName} will be able to:</p>
-      <ul>
-        ${input.scopes.map((scope) => html`<li>${SCOPE_DESCRIPTIONS[scope] ?? scope}</li>`)}
-      </ul>
-      <form method="post" action="${input.confirmAction}">${token}<button type="submit">Allow</button></form>
-      <form method="post" action="${input.abortAction}">
-        ${token}<button type="submit" class="secondary">Deny</button>
-      </form>`,
+<p>Signed in as ${input.userName}. ${input.clientName} will be able to:</p>
+<ul>${input.scopes.map((scope) => html`<li>${SCOPE_DESCRIPTIONS[scope] ?? scope}</li>`)}</ul>
+<form method="post" action="${input.confirmAction}">${token}<button type="submit">Allow</button></form>
+<form method="post" action="${input.abortAction}">${token}<button type="submit" class="secondary">Deny</button></form>`,
   );
 }
 
 export function messagePage(title: string, message: string): string {
-  return page(
-    title,
-    html`<h1>${title}</h1>
-      ${errorBlock(message)}`,
-  );
+  return page(title, html`<h1>${title}</h1>${errorBlock(message)}`);
 }

@@ -18,84 +18,67 @@ export interface Page {
 }
 
 export function csrfField(token: string): SafeHtml {
-  return html`<input type="hidden" name="${CSRF_FIELD}" value="${token}" />`;
+  return html`<input type="hidden" name="${CSRF_FIELD}" value="${token}">`;
 }
 
 function flashBlock(flash: Flash): SafeHtml {
   if (flash.values === undefined) {
-    return html`<div class="flash flash-${flash.kind}" role="${flash.kind === 'error' ? 'alert' : 'status'}">
-      ${flash.message}
-    </div>`;
+    return html`<div class="flash flash-${flash.kind}" role="${flash.kind === 'error' ? 'alert' : 'status'}">${flash.message}</div>`;
   }
   const warning = flash.secret
-    ? html`<p class="warning">
-        <strong>Copy this ${flash.secret.noun} now. It will not be shown again:</strong> only its hash is
-        stored, so a lost ${flash.secret.noun} cannot be recovered, ${flash.secret.ifLost}.
-      </p>`
+    ? html`<p class="warning"><strong>Copy this ${flash.secret.noun} now. It will not be shown again:</strong> only its hash is stored, so a lost ${flash.secret.noun} cannot be recovered, ${flash.secret.ifLost}.</p>`
     : null;
   return html`<section class="flash flash-success new-key" role="status" aria-labelledby="new-key-heading">
-    <h2 id="new-key-heading">${flash.message}</h2>
-    ${warning}
-    ${flash.values.map(
-      (field) =>
-        html`<label for="${field.id}">${field.label}</label>
-          <div class="copy-row">
-            <input
-              id="${field.id}"
-              class="key-value"
-              type="text"
-              readonly
-              value="${field.value}"
-              spellcheck="false"
-              autocomplete="off"
-            />
-            <button type="button" class="button" data-copy-target="${field.id}" hidden>Copy</button>
-          </div>`,
-    )}
-    <p class="copy-status" aria-live="polite"></p>
-  </section>`;
+  <h2 id="new-key-heading">${flash.message}</h2>
+  ${warning}
+  ${flash.values.map(
+    (field) => html`<label for="${field.id}">${field.label}</label>
+  <div class="copy-row">
+    <input id="${field.id}" class="key-value" type="text" readonly value="${field.value}" spellcheck="false" autocomplete="off">
+    <button type="button" class="button" data-copy-target="${field.id}" hidden>Copy</button>
+  </div>`,
+  )}
+  <p class="copy-status" aria-live="polite"></p>
+</section>`;
 }
 
 function header(signedIn: SignedIn | null | undefined): SafeHtml {
   const account = signedIn
     ? html`<div class="who">
-        <span>${signedIn.principal.name} <span class="muted">(${signedIn.principal.accountName})</span></span>
-        <form method="post" action="/admin/sign-out">
-          ${csrfField(signedIn.csrfToken)}<button type="submit" class="button button-quiet">Sign out</button>
-        </form>
-      </div>`
+    <span>${signedIn.principal.name} <span class="muted">(${signedIn.principal.accountName})</span></span>
+    <form method="post" action="/admin/sign-out">${csrfField(signedIn.csrfToken)}<button type="submit" class="button button-quiet">Sign out</button></form>
+  </div>`
     : null;
   return html`<header class="site-header">
-    <a class="brand" href="/admin">Safety Incident API · Admin</a>
-    ${account}
-  </header>`;
+  <a class="brand" href="/admin">Safety Incident API · Admin</a>
+  ${account}
+</header>`;
 }
 
 /** The one layout of the panel. Scripts and styles are files served by the product (see the CSP). */
 export function layout(page: Page): string {
   const trail = page.trail
-    ? html`<nav aria-label="Breadcrumb" class="breadcrumb">
-        <ol>
-          <li>Settings</li>
-          ${page.trail.map((step) => html`<li>${step}</li>`)}
-        </ol>
-      </nav>`
+    ? html`<nav aria-label="Breadcrumb" class="breadcrumb"><ol><li>Settings</li>${page.trail.map(
+        (step) => html`<li>${step}</li>`,
+      )}</ol></nav>`
     : null;
   return html`<!doctype html>
-    <html lang="en">
-      <head>
-        <meta charset="utf-8" />
-        <meta name="viewport" content="width=device-width, initial-scale=1" />
-        <title>${page.title} · Safety Incident API admin</title>
-        <link rel="stylesheet" href="/admin/assets/admin.css" />
-        <script src="/admin/assets/admin.js" defer></script>
-      </head>
-      <body>
-        <a class="skip-link" href="#main">Skip to content</a>
-        ${header(page.signedIn)}
-        <main id="main" tabindex="-1">
-          ${trail} ${page.flash ? flashBlock(page.flash) : null} ${page.body}
-        </main>
-      </body>
-    </html>`.value;
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${page.title} · Safety Incident API admin</title>
+<link rel="stylesheet" href="/admin/assets/admin.css">
+<script src="/admin/assets/admin.js" defer></script>
+</head>
+<body>
+<a class="skip-link" href="#main">Skip to content</a>
+${header(page.signedIn)}
+<main id="main" tabindex="-1">
+${trail}
+${page.flash ? flashBlock(page.flash) : null}
+${page.body}
+</main>
+</body>
+</html>`.value;
 }

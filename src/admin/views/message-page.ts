@@ -16,10 +16,10 @@ export function messagePage(options: {
     title: options.title,
     signedIn: options.signedIn ?? null,
     body: html`<section class="card message">
-      <h1>${options.title}</h1>
-      <p>${options.message}</p>
-      ${next}
-    </section>`,
+  <h1>${options.title}</h1>
+  <p>${options.message}</p>
+  ${next}
+</section>`,
   });
 }
 

@@ -23,96 +23,49 @@ function typeName(client: OauthClientView): string {
 function clientTable(clients: OauthClientView[]): SafeHtml {
   if (clients.length === 0) return html`<p>No OAuth clients registered.</p>`;
   const rows = clients.map(
-    (client) =>
-      html`<tr data-client-id="${client.client_id}">
-        <td data-label="Name">${client.name}</td>
-        <td data-label="Client ID"><code>${client.client_id}</code></td>
-        <td data-label="Type">${typeName(client)}</td>
-        <td data-label="Redirect URIs">
-          <div>${client.redirect_uris.map((uri) => html`<code>${uri}</code><br />`)}</div>
-        </td>
-        <td data-label="Created">${dateTime(client.created_at)}</td>
-        <td data-label="Actions">
-          <a href="${clientPath(client.client_id)}/delete" aria-label="Delete ${client.name}">Delete…</a>
-        </td>
-      </tr>`,
+    (client) => html`<tr data-client-id="${client.client_id}">
+  <td data-label="Name">${client.name}</td>
+  <td data-label="Client ID"><code>${client.client_id}</code></td>
+  <td data-label="Type">${typeName(client)}</td>
+  <td data-label="Redirect URIs"><div>${client.redirect_uris.map((uri) => html`<code>${uri}</code><br>`)}</div></td>
+  <td data-label="Created">${dateTime(client.created_at)}</td>
+  <td data-label="Actions"><a href="${clientPath(client.client_id)}/delete" aria-label="Delete ${client.name}">Delete…</a></td>
+</tr>`,
   );
-  return html`<div class="table-wrap">
-    <table class="responsive" id="oauth-clients-table">
-      <caption class="visually-hidden">
-        OAuth clients
-      </caption>
-      <thead>
-        <tr>
-          <th scope="col">Name</th>
-          <th scope="col">Client ID</th>
-          <th scope="col">Type</th>
-          <th scope="col">Redirect URIs</th>
-          <th scope="col">Created</th>
-          <th scope="col">Actions</th>
-        </tr>
-      </thead>
-      <tbody>
-        ${rows}
-      </tbody>
-    </table>
-  </div>`;
+  return html`<div class="table-wrap"><table class="responsive" id="oauth-clients-table">
+  <caption class="visually-hidden">OAuth clients</caption>
+  <thead><tr><th scope="col">Name</th><th scope="col">Client ID</th><th scope="col">Type</th><th scope="col">Redirect URIs</th><th scope="col">Created</th><th scope="col">Actions</th></tr></thead>
+  <tbody>${rows}</tbody>
+</table></div>`;
 }
 
 function createForm(csrfToken: string): SafeHtml {
   const types = Object.entries(CLIENT_TYPES).map(
     ([value, label]) => html`<option value="${value}">${label}</option>`,
   );
-  return html`<form
-    method="post"
-    action="${OAUTH_CLIENTS_PATH}"
-    class="create-key stack"
-    aria-labelledby="create-client-heading"
-  >
-    <h3 id="create-client-heading">Register a client</h3>
-    ${csrfField(csrfToken)}
-    <label for="client-name">Client name</label>
-    <input
-      id="client-name"
-      name="name"
-      type="text"
-      required
-      maxlength="100"
-      placeholder="e.g. Acme BI"
-      aria-describedby="client-name-hint"
-    />
-    <p id="client-name-hint" class="hint">People see this name when the app asks for their approval.</p>
-    <label for="client-redirect-uris">Redirect URIs</label>
-    <textarea
-      id="client-redirect-uris"
-      name="redirect_uris"
-      rows="3"
-      required
-      spellcheck="false"
-      autocomplete="off"
-      aria-describedby="client-redirect-uris-hint"
-    ></textarea>
-    <p id="client-redirect-uris-hint" class="hint">
-      One per line. Each must use https (http only to localhost or 127.0.0.1) and have no #fragment.
-    </p>
-    <label for="client-type">Client type</label>
-    <select id="client-type" name="type">
-      ${types}
-    </select>
-    <button type="submit" class="button button-primary">Register client</button>
-  </form>`;
+  return html`<form method="post" action="${OAUTH_CLIENTS_PATH}" class="create-key stack" aria-labelledby="create-client-heading">
+  <h3 id="create-client-heading">Register a client</h3>
+  ${csrfField(csrfToken)}
+  <label for="client-name">Client name</label>
+  <input id="client-name" name="name" type="text" required maxlength="100" placeholder="e.g. Acme BI" aria-describedby="client-name-hint">
+  <p id="client-name-hint" class="hint">People see this name when the app asks for their approval.</p>
+  <label for="client-redirect-uris">Redirect URIs</label>
+  <textarea id="client-redirect-uris" name="redirect_uris" rows="3" required spellcheck="false" autocomplete="off" aria-describedby="client-redirect-uris-hint"></textarea>
+  <p id="client-redirect-uris-hint" class="hint">One per line. Each must use https (http only to localhost or 127.0.0.1) and have no #fragment.</p>
+  <label for="client-type">Client type</label>
+  <select id="client-type" name="type">${types}</select>
+  <button type="submit" class="button button-primary">Register client</button>
+</form>`;
 }
 
 /** The "OAuth clients" section of Settings > Integrations: the partner apps of the account. */
 export function oauthClientsSection(options: { clients: OauthClientView[]; csrfToken: string }): SafeHtml {
   return html`<section class="card" id="oauth-clients" aria-labelledby="oauth-clients-heading">
-    <h2 id="oauth-clients-heading">OAuth clients</h2>
-    <p>
-      Partner apps connect to this account through OAuth 2: people sign in and approve them, or a confidential
-      client acts on its own with its secret. Deleting a client ends all its tokens at their next use.
-    </p>
-    ${clientTable(options.clients)} ${createForm(options.csrfToken)}
-  </section>`;
+  <h2 id="oauth-clients-heading">OAuth clients</h2>
+  <p>Partner apps connect to this account through OAuth 2: people sign in and approve them, or a confidential client acts on its own with its secret. Deleting a client ends all its tokens at their next use.</p>
+  ${clientTable(options.clients)}
+  ${createForm(options.csrfToken)}
+</section>`;
 }
 
 export function deleteConfirmationPage(options: { signedIn: SignedIn; client: OauthClientView }): Page {
@@ -123,16 +76,13 @@ export function deleteConfirmationPage(options: { signedIn: SignedIn; client: Oa
     trail: ['Integrations', 'OAuth clients', client.name, 'Delete'],
     signedIn,
     body: html`<section class="card message" aria-labelledby="delete-client-heading">
-      <h1 id="delete-client-heading">Delete OAuth client “${client.name}”?</h1>
-      <p class="warning">
-        Deleting is permanent. Every access and refresh token of <code>${client.client_id}</code> stops
-        working at its next use, and the app can no longer sign anyone in or request tokens.
-      </p>
-      <form method="post" action="${path}/delete" class="actions">
-        ${csrfField(signedIn.csrfToken)}
-        <button type="submit" class="button button-danger">Delete permanently</button>
-        <a class="button button-quiet" href="${INTEGRATIONS_PATH}#oauth-clients">Cancel</a>
-      </form>
-    </section>`,
+  <h1 id="delete-client-heading">Delete OAuth client “${client.name}”?</h1>
+  <p class="warning">Deleting is permanent. Every access and refresh token of <code>${client.client_id}</code> stops working at its next use, and the app can no longer sign anyone in or request tokens.</p>
+  <form method="post" action="${path}/delete" class="actions">
+    ${csrfField(signedIn.csrfToken)}
+    <button type="submit" class="button button-danger">Delete permanently</button>
+    <a class="button button-quiet" href="${INTEGRATIONS_PATH}#oauth-clients">Cancel</a>
+  </form>
+</section>`,
   };
 }
