@@ -32,10 +32,11 @@ interface SourceRecord {
 const NDJSON_ENVELOPE = ['type'] as const;
 
 /**
- * Records written per statement. Larger batches amortize the per-statement work; 1,000 incidents
- * bind 12,000 parameters, well below SQLite's (32,766) and PostgreSQL's (65,535) limits.
+ * Records written per statement. Larger batches amortize the per-statement work (2,000 took about
+ * a tenth less CPU than 1,000 here); 2,000 incidents bind 24,000 parameters, below SQLite's
+ * (32,766) and PostgreSQL's (65,535) limits.
  */
-const BATCH_SIZE = 1000;
+const BATCH_SIZE = 2000;
 
 type IncidentKey = { created_at: string; id: string };
 

@@ -418,15 +418,15 @@ for (const store of STORES) {
 
       const other = randomUUID();
       const records: object[] = [account(other)];
-      for (let i = 0; i < 2500; i += 1) {
+      for (let i = 0; i < 4500; i += 1) {
         records.push(incident(other, i + 1, new Date(Date.UTC(2025, 0, 1) + i * 1000).toISOString()));
       }
-      // Line 1,702: inside the second full batch, neither first nor last in it.
-      records[1701] = { ...(records[1701] as object), id: taken.id };
+      // Line 2,702: after at least one full batch was written, neither first nor last in its own.
+      records[2701] = { ...(records[2701] as object), id: taken.id };
       await assert.rejects(
         importFile(ctx.db, ndjson(records)),
         new RegExp(
-          `^InputError: line 1702: field "account_id": record "${taken.id}" already belongs to another account`,
+          `^InputError: line 2702: field "account_id": record "${taken.id}" already belongs to another account`,
         ),
       );
       assert.equal(await count('incidents'), before);
