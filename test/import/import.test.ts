@@ -438,6 +438,39 @@ for (const store of STORES) {
       assert.equal(still.account_id, owner);
     });
 
+    test('multi-byte characters survive reads of any size, and a line longer than a read counts once', async () => {
+      const target = randomUUID();
+      // Odd-length multi-byte text, so that reads of 1 MiB end inside characters somewhere.
+      const description = `Verschüttete Säure – 危险 😀 ${'é'.repeat(997)}`;
+      const records: object[] = [account(target)];
+      for (let i = 0; i < 1500; i += 1) {
+        records.push(
+          incident(target, i + 1, new Date(Date.UTC(2025, 0, 1) + i * 1000).toISOString(), { description }),
+        );
+      }
+      const path = ndjson(records);
+      assert.deepEqual(await importFile(ctx.db, path), {
+        account: 1,
+        department: 0,
+        location: 0,
+        user: 0,
+        incident: 1500,
+      });
+      const stored = await ctx.db
+        .selectFrom('incidents')
+        .select((eb) => eb.fn.countAll().as('n'))
+        .where('account_id', '=', target)
+        .where('description', '=', description)
+        .executeTakeFirstOrThrow();
+      assert.equal(Number(stored.n), 1500);
+
+      const long = incident(target, 1, '2025-01-01T00:00:00Z', { description: 'x'.repeat(1_500_000) });
+      await assert.rejects(
+        importFile(ctx.db, ndjson([account(target), long, incident(target, 2, 'soon')])),
+        /^InputError: line 2: field "description" must be at most 100000 characters/,
+      );
+    });
+
     test('CRLF and lone CR line breaks are counted as lines, as readline counts them', async () => {
       const target = randomUUID();
       const path = join(dir, `${randomUUID()}.ndjson`);
