@@ -1,16 +1,8 @@
-import type { Kysely } from 'kysely';
-import type { Database } from '../schema.ts';
+import type { Insertable, Kysely } from 'kysely';
+import type { Database, OauthPayloadsTable } from '../schema.ts';
 
 /** One stored oidc-provider model instance, with the columns its lookups need. */
-export interface OauthPayloadRow {
-  model: string;
-  id: string;
-  payload: string;
-  grant_id: string | null;
-  user_code: string | null;
-  uid: string | null;
-  expires_at: string | null;
-}
+export type OauthPayloadRow = Omit<Insertable<OauthPayloadsTable>, 'consumed_at'>;
 
 type Lookup = 'id' | 'uid' | 'user_code';
 
