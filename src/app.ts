@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
+import type { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
 import type { LastUseRecorder } from './auth/last-use.ts';
 import type { PublicRateLimiter } from './auth/rate-limit.ts';
@@ -18,6 +19,7 @@ declare module 'fastify' {
   interface FastifyInstance {
     config: Config;
     db: Kysely<Database>;
+    redis: Redis | null;
     rateLimiter: PublicRateLimiter;
     lastUse: LastUseRecorder;
   }
@@ -45,6 +47,7 @@ export async function buildApp(config: Config, services: Services): Promise<Fast
 
   app.decorate('config', config);
   app.decorate('db', services.database.db);
+  app.decorate('redis', services.redis);
   app.decorate('rateLimiter', services.rateLimiter);
   app.decorate('lastUse', services.lastUse);
   app.decorateRequest('apiKey', null as never);

@@ -1,4 +1,4 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { type RateLimiterAbstract, RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
 
 /**
@@ -19,15 +19,10 @@ export class SignInThrottle {
   private constructor(
     private readonly byEmail: Counter,
     private readonly byAddress: Counter,
-    private readonly redis: Redis | null,
   ) {}
 
-  static create(redisUrl: string | null): SignInThrottle {
-    const redis =
-      redisUrl === null ? null : new Redis(redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
-    redis?.on('error', () => {
-      // Reconnection is automatic and the in-memory insurance limiter counts meanwhile.
-    });
+  /** `redis` is the process's shared connection (see src/redis.ts), or `null` to count in memory. */
+  static create(redis: Redis | null): SignInThrottle {
     const counter = (keyPrefix: string, points: number): Counter => {
       const memory = (prefix: string) =>
         new RateLimiterMemory({ keyPrefix: prefix, points, duration: WINDOW_SECONDS });
@@ -46,7 +41,6 @@ export class SignInThrottle {
     return new SignInThrottle(
       counter('admin-sign-in-email', FAILURES_PER_EMAIL),
       counter('admin-sign-in-address', FAILURES_PER_ADDRESS),
-      redis,
     );
   }
 
@@ -69,10 +63,6 @@ export class SignInThrottle {
   /** A correct password clears the email's count, so a person's earlier typos do not linger. */
   async recordSuccess(email: string): Promise<void> {
     await this.byEmail.limiter.delete(email.trim().toLowerCase());
-  }
-
-  async close(): Promise<void> {
-    this.redis?.disconnect();
   }
 
   private async wait(counter: Counter, key: string): Promise<number> {

@@ -1,4 +1,4 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import {
   type RateLimiterAbstract,
   RateLimiterMemory,
@@ -26,57 +26,26 @@ const WINDOW_SECONDS = 3600;
 const UNBOUNDED_POINTS = Number.MAX_SAFE_INTEGER;
 
 export class PublicRateLimiter {
-  private constructor(
-    private readonly limiter: RateLimiterAbstract,
-    private readonly redis: Redis | null,
-  ) {}
-
-  static inMemory(): PublicRateLimiter {
-    return new PublicRateLimiter(
-      new RateLimiterMemory({ keyPrefix: 'public-api', points: UNBOUNDED_POINTS, duration: WINDOW_SECONDS }),
-      null,
-    );
-  }
+  private readonly limiter: RateLimiterAbstract;
 
   /**
-   * Counts in Redis, shared by every instance. Should Redis fail, each instance falls back to its
-   * own in-memory count (the insurance limiter) rather than refusing or waving requests through.
+   * With `redis`, the counts live in Redis, shared by every instance. Should Redis fail, each
+   * instance falls back to its own in-memory count (the insurance limiter) rather than refusing or
+   * waving requests through. Without it, counts live in this process.
    */
-  static withRedis(redisUrl: string, keyPrefix = 'safety-api:rl'): PublicRateLimiter {
-    // Auto-pipelining sends the counts of concurrent requests in one write: fewer syscalls under load.
-    const redis = new Redis(redisUrl, {
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 1,
-      enableAutoPipelining: true,
-    });
-    redis.on('error', () => {
-      // Reconnection is automatic and the insurance limiter covers the gap; errors are not fatal.
-    });
-    const limiter = new RateLimiterRedis({
-      storeClient: redis,
-      keyPrefix,
-      points: UNBOUNDED_POINTS,
-      duration: WINDOW_SECONDS,
-      insuranceLimiter: new RateLimiterMemory({
-        keyPrefix: `${keyPrefix}:insurance`,
-        points: UNBOUNDED_POINTS,
-        duration: WINDOW_SECONDS,
-      }),
-    });
-    return new PublicRateLimiter(limiter, redis);
-  }
-
-  /** Waits until Redis answers (at most `timeoutMs`); returns false if it did not. */
-  async ready(timeoutMs = 3000): Promise<boolean> {
-    const redis = this.redis;
-    if (redis === null || redis.status === 'ready') return true;
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => resolve(false), timeoutMs);
-      redis.once('ready', () => {
-        clearTimeout(timer);
-        resolve(true);
-      });
-    });
+  constructor(redis: Redis | null, keyPrefix = 'safety-api:rl') {
+    const memory = (prefix: string) =>
+      new RateLimiterMemory({ keyPrefix: prefix, points: UNBOUNDED_POINTS, duration: WINDOW_SECONDS });
+    this.limiter =
+      redis === null
+        ? memory(keyPrefix)
+        : new RateLimiterRedis({
+            storeClient: redis,
+            keyPrefix,
+            points: UNBOUNDED_POINTS,
+            duration: WINDOW_SECONDS,
+            insuranceLimiter: memory(`${keyPrefix}:insurance`),
+          });
   }
 
   /** Counts one request of `keyId`; a refused request is not counted. */
@@ -96,9 +65,5 @@ export class PublicRateLimiter {
   /** Gives back one counted request (a 304 or a refused request does not count). */
   async refund(keyId: string): Promise<void> {
     await this.limiter.reward(keyId, 1);
-  }
-
-  async close(): Promise<void> {
-    if (this.redis !== null) this.redis.disconnect();
   }
 }

@@ -69,7 +69,7 @@ async function oauthPlugin(app: FastifyInstance): Promise<void> {
 
   app.decorate('verifyAccessToken', accessTokenVerifier(provider, app.db));
 
-  const throttle = SignInThrottle.create(app.config.redisUrl);
+  const throttle = SignInThrottle.create(app.redis);
   const prune = setInterval(() => {
     oauthPayloadRepository
       .deleteExpired(app.db, new Date().toISOString())
@@ -78,7 +78,6 @@ async function oauthPlugin(app: FastifyInstance): Promise<void> {
   prune.unref();
   app.addHook('onClose', async () => {
     clearInterval(prune);
-    await throttle.close();
   });
 
   async function handToProvider(request: FastifyRequest, reply: FastifyReply): Promise<void> {

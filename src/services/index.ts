@@ -1,3 +1,4 @@
+import type { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import { LastUseRecorder } from '../auth/last-use.ts';
@@ -6,10 +7,13 @@ import type { Config } from '../config.ts';
 import { type DatabaseHandle, openDatabase } from '../db/database.ts';
 import { migrateToLatest } from '../db/migrate.ts';
 import type { Database } from '../db/schema.ts';
+import { openRedis, redisReady } from '../redis.ts';
 
 /** The long-lived resources of one server process, opened together and closed together. */
 export interface Services {
   database: DatabaseHandle;
+  /** The one Redis connection (REDIS_URL), or `null`: counts are then kept in process memory. */
+  redis: Redis | null;
   rateLimiter: PublicRateLimiter;
   lastUse: LastUseRecorder;
   close(): Promise<void>;
@@ -27,11 +31,11 @@ export async function openServices(
     throw error;
   }
 
-  const rateLimiter =
-    config.redisUrl === null ? PublicRateLimiter.inMemory() : PublicRateLimiter.withRedis(config.redisUrl);
-  if (!(await rateLimiter.ready())) {
+  const redis = config.redisUrl === null ? null : openRedis(config.redisUrl);
+  if (redis !== null && !(await redisReady(redis))) {
     logger.warn('Redis is not answering: rate limits are counted per instance until it does');
   }
+  const rateLimiter = new PublicRateLimiter(redis);
 
   const lastUse = new LastUseRecorder(database.db as Kysely<Database>, (error) =>
     logger.error({ err: error }, 'could not record API key use'),
@@ -39,11 +43,12 @@ export async function openServices(
 
   return {
     database,
+    redis,
     rateLimiter,
     lastUse,
     async close() {
       await lastUse.close();
-      await rateLimiter.close();
+      redis?.disconnect();
       await database.destroy();
     },
   };

@@ -31,8 +31,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
   await app.register(cookie);
   await app.register(formbody);
 
-  const throttle = SignInThrottle.create(app.config.redisUrl);
-  app.addHook('onClose', () => throttle.close());
+  const throttle = SignInThrottle.create(app.redis);
 
   app.addHook('onRequest', async (_request, reply) => {
     reply.headers(SECURITY_HEADERS);
