@@ -82,14 +82,24 @@ export async function withBulkWriteCache<T>(db: Kysely<Database>, work: () => Pr
   }
 }
 
-function openPostgres(databaseUrl: string): Kysely<Database> {
+function openPostgres(databaseUrl: string, onIdleError: (error: Error) => void): Kysely<Database> {
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 10 });
+  // An idle connection whose server side went away (a restart, a failover, an administrator's
+  // kill) is reported here; unhandled, it would end the process. The pool drops that connection
+  // and opens a new one when next needed.
+  pool.on('error', onIdleError);
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 }
 
-/** Opens the store that DATABASE_URL names: `sqlite:PATH` or `postgres://…`. */
-export function openDatabase(databaseUrl: string): DatabaseHandle {
+/**
+ * Opens the store that DATABASE_URL names: `sqlite:PATH` or `postgres://…`. `onIdleError` hears
+ * of PostgreSQL connections lost while idle (they are replaced, nothing fails).
+ */
+export function openDatabase(
+  databaseUrl: string,
+  onIdleError: (error: Error) => void = () => {},
+): DatabaseHandle {
   const store = storeOf(databaseUrl);
-  const db = store === 'sqlite' ? openSqlite(databaseUrl) : openPostgres(databaseUrl);
+  const db = store === 'sqlite' ? openSqlite(databaseUrl) : openPostgres(databaseUrl, onIdleError);
   return { db, store, destroy: () => db.destroy() };
 }

@@ -23,7 +23,9 @@ export async function openServices(
   config: Config,
   logger: Pick<Logger, 'warn' | 'error'>,
 ): Promise<Services> {
-  const database = openDatabase(config.databaseUrl);
+  const database = openDatabase(config.databaseUrl, (error) =>
+    logger.warn({ err: error }, 'an idle PostgreSQL connection was lost; it will be replaced'),
+  );
   try {
     await migrateToLatest(database.db);
   } catch (error) {
