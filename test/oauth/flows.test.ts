@@ -3,11 +3,11 @@ import { after, before, describe, test } from 'node:test';
 import * as oidc from 'openid-client';
 import { STORES, seedAccount } from '../helpers.ts';
 import {
+  authorizationRequest,
   Browser,
   discover,
   type OauthServer,
   PASSWORD,
-  REDIRECT_URI,
   seedClient,
   seedUser,
   signInAndConsent,
@@ -33,15 +33,8 @@ for (const store of STORES) {
 
     /** Authorization code with PKCE through the real pages; returns the token response. */
     async function authorize(config: oidc.Configuration, scope = SCOPE) {
-      const verifier = oidc.randomPKCECodeVerifier();
       const state = oidc.randomState();
-      const url = oidc.buildAuthorizationUrl(config, {
-        redirect_uri: REDIRECT_URI,
-        scope,
-        state,
-        code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
-        code_challenge_method: 'S256',
-      });
+      const { url, verifier } = await authorizationRequest(config, { scope, state });
       const callback = await signInAndConsent(new Browser(server.baseUrl), url, {
         email: user.email,
         password: PASSWORD,

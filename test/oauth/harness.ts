@@ -163,6 +163,25 @@ export function formsOf(html: string): HtmlForm[] {
 }
 
 /**
+ * An authorization request with a fresh PKCE (S256) pair, as a partner app builds it; returns the
+ * URL to send the browser to and the verifier that later redeems the code.
+ */
+export async function authorizationRequest(
+  config: oidc.Configuration,
+  options: { scope: string; redirectUri?: string; state?: string },
+): Promise<{ url: URL; verifier: string }> {
+  const verifier = oidc.randomPKCECodeVerifier();
+  const url = oidc.buildAuthorizationUrl(config, {
+    redirect_uri: options.redirectUri ?? REDIRECT_URI,
+    scope: options.scope,
+    ...(options.state === undefined ? {} : { state: options.state }),
+    code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
+    code_challenge_method: 'S256',
+  });
+  return { url, verifier };
+}
+
+/**
  * Signs in on the real sign-in page and allows access on the real consent page; returns the
  * callback URL the browser is sent back to (carrying `code` or `error`).
  */

@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import * as oidc from 'openid-client';
 import { bearer, STORES, seedAccount, seedKey } from '../helpers.ts';
 import {
+  authorizationRequest,
   Browser,
   discover,
   formsOf,
@@ -32,19 +33,17 @@ for (const store of STORES) {
     });
     after(() => server.close());
 
-    const pkce = async () => {
-      const verifier = oidc.randomPKCECodeVerifier();
-      return { verifier, challenge: await oidc.calculatePKCECodeChallenge(verifier) };
-    };
+    /** A fresh authorization request followed to the real sign-in page; returns its form. */
+    async function openSignInForm(browser: Browser) {
+      const { url } = await authorizationRequest(config, { scope: 'openid' });
+      const page = await browser.follow(url.href);
+      const [form] = formsOf(await page.response.text());
+      assert.ok(form, 'the sign-in page has a form');
+      return form;
+    }
 
     async function tokensFor(email: string, scope = 'openid users:read') {
-      const { verifier, challenge } = await pkce();
-      const url = oidc.buildAuthorizationUrl(config, {
-        redirect_uri: REDIRECT_URI,
-        scope,
-        code_challenge: challenge,
-        code_challenge_method: 'S256',
-      });
+      const { url, verifier } = await authorizationRequest(config, { scope });
       const callback = await signInAndConsent(new Browser(server.baseUrl), url, {
         email,
         password: PASSWORD,
@@ -56,12 +55,9 @@ for (const store of STORES) {
       fetch(`${server.baseUrl}/api/v1/${path}`, { headers: { authorization: `Bearer ${token}` } });
 
     test('an unregistered redirect URI is refused on the server, never redirected to', async () => {
-      const { challenge } = await pkce();
-      const url = oidc.buildAuthorizationUrl(config, {
-        redirect_uri: 'https://attacker.example/callback',
+      const { url } = await authorizationRequest(config, {
         scope: 'openid',
-        code_challenge: challenge,
-        code_challenge_method: 'S256',
+        redirectUri: 'https://attacker.example/callback',
       });
       const res = await fetch(url, { redirect: 'manual' });
       assert.equal(res.status, 400);
@@ -90,17 +86,8 @@ for (const store of STORES) {
     });
 
     test('a wrong password re-shows the sign-in page; repeated failures are throttled', async () => {
-      const { challenge } = await pkce();
-      const url = oidc.buildAuthorizationUrl(config, {
-        redirect_uri: REDIRECT_URI,
-        scope: 'openid',
-        code_challenge: challenge,
-        code_challenge_method: 'S256',
-      });
       const browser = new Browser(server.baseUrl);
-      const page = await browser.follow(url.href);
-      const [form] = formsOf(await page.response.text());
-      assert.ok(form);
+      const form = await openSignInForm(browser);
       const email = (await seedUser(server.ctx.db, accountId)).email;
       const attempt = () =>
         browser.request(form.action, { ...form.fields, email, password: 'wrong password' });
@@ -115,17 +102,8 @@ for (const store of STORES) {
     });
 
     test('a form post without the form token is refused', async () => {
-      const { challenge } = await pkce();
-      const url = oidc.buildAuthorizationUrl(config, {
-        redirect_uri: REDIRECT_URI,
-        scope: 'openid',
-        code_challenge: challenge,
-        code_challenge_method: 'S256',
-      });
       const browser = new Browser(server.baseUrl);
-      const page = await browser.follow(url.href);
-      const [form] = formsOf(await page.response.text());
-      assert.ok(form);
+      const form = await openSignInForm(browser);
       const res = await browser.request(form.action, { email: user.email, password: PASSWORD });
       assert.equal(res.status, 403);
     });
@@ -133,17 +111,8 @@ for (const store of STORES) {
     test("a user of another account cannot sign in to this account's client", async () => {
       const otherAccount = await seedAccount(server.ctx.db);
       const outsider = await seedUser(server.ctx.db, otherAccount);
-      const { challenge } = await pkce();
-      const url = oidc.buildAuthorizationUrl(config, {
-        redirect_uri: REDIRECT_URI,
-        scope: 'openid',
-        code_challenge: challenge,
-        code_challenge_method: 'S256',
-      });
       const browser = new Browser(server.baseUrl);
-      const page = await browser.follow(url.href);
-      const [form] = formsOf(await page.response.text());
-      assert.ok(form);
+      const form = await openSignInForm(browser);
       const res = await browser.request(form.action, {
         ...form.fields,
         email: outsider.email,
