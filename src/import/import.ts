@@ -1,9 +1,9 @@
-import { createReadStream } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
+import { on } from 'node:events';
+import { stat } from 'node:fs/promises';
 import { extname } from 'node:path';
-import { StringDecoder } from 'node:string_decoder';
+import { Worker } from 'node:worker_threads';
 import type { Kysely } from 'kysely';
-import { withBulkWriteCache } from '../db/database.ts';
+import { withBulkWriteSettings } from '../db/database.ts';
 import { accountRepository } from '../db/repositories/accounts.ts';
 import { type IncidentInput, incidentRepository } from '../db/repositories/incidents.ts';
 import { namedResourceRepository } from '../db/repositories/named-resources.ts';
@@ -11,25 +11,18 @@ import { type AccountOwnedTable, existingOwners } from '../db/repositories/owner
 import { userRepository } from '../db/repositories/users.ts';
 import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
-import { RECORD_TYPES, type RecordType, type ValidRecord, validateRecord } from './records.ts';
+import { RECORD_TYPES, type RecordType, type ValidRecord } from './records.ts';
+import { type PlacedRecord, type ReadMessage, type ReadRequest, unpackChunk } from './source.ts';
 
 /**
- * `safety-api import FILE`: loads a .json or .ndjson file in one transaction. Records are
- * validated and written in batches as they are read, so an NDJSON file of any size streams through
- * in constant memory; the first bad record rolls everything back and is named in the error.
+ * `safety-api import FILE`: loads a .json or .ndjson file in one transaction. A worker thread
+ * reads, parses and validates the file (source.ts) while this thread writes the records it has
+ * already validated in batches, so the two halves of the work share the machine's cores and an
+ * NDJSON file of any size streams through in constant memory. The first bad record, whichever
+ * side finds it, rolls everything back and is named in the error.
  */
 
 export type ImportSummary = Record<RecordType, number>;
-
-interface SourceRecord {
-  where: string;
-  type: RecordType;
-  value: unknown;
-  extraFields: readonly string[];
-}
-
-/** Envelope fields of an NDJSON record, beside the record's own. */
-const NDJSON_ENVELOPE = ['type'] as const;
 
 /**
  * Records written per statement. Larger batches amortize the per-statement work (2,000 took about
@@ -56,109 +49,6 @@ function compareKeys(a: IncidentKey, b: IncidentKey): number {
   if (a.created_at !== b.created_at) return a.created_at < b.created_at ? -1 : 1;
   return a.id === b.id ? 0 : a.id < b.id ? -1 : 1;
 }
-const JSON_SECTIONS: Record<string, RecordType> = {
-  accounts: 'account',
-  departments: 'department',
-  locations: 'location',
-  users: 'user',
-  incidents: 'incident',
-};
-
-/** A line break as readline sees one: `\r\n`, `\n` or a lone `\r`. */
-const LINE_BREAK = /\r\n|\n|\r/;
-
-/**
- * The lines of a file, a read's worth at a time. readline hands over one line per event and costs
- * more than parsing the line at tens of thousands of lines a second; splitting each chunk at once
- * does not. Line breaks and numbering are readline's (`crlfDelay: Infinity`).
- */
-async function* readLines(path: string): AsyncGenerator<string[]> {
-  const decoder = new StringDecoder('utf8');
-  // Text after the last `\n` read so far: its breaks are only known once the line is complete.
-  let rest = '';
-  for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 })) {
-    const text = rest + decoder.write(chunk as Buffer);
-    const end = text.lastIndexOf('\n');
-    if (end === -1) {
-      rest = text;
-      continue;
-    }
-    rest = text.slice(end + 1);
-    const complete = text.slice(0, text[end - 1] === '\r' ? end - 1 : end);
-    yield complete.includes('\r') ? complete.split(LINE_BREAK) : complete.split('\n');
-  }
-  rest += decoder.end();
-  if (rest === '') return;
-  const lines = rest.split(LINE_BREAK);
-  // A break at the very end ends the last line rather than starting an empty one.
-  if (lines.at(-1) === '') lines.pop();
-  yield lines;
-}
-
-/** The records of an NDJSON file, a chunk of lines at a time. */
-async function* readNdjson(path: string): AsyncGenerator<SourceRecord[]> {
-  let lineNumber = 0;
-  for await (const lines of readLines(path)) {
-    const records: SourceRecord[] = [];
-    try {
-      for (const line of lines) {
-        lineNumber += 1;
-        if (line.trim() === '') continue;
-        records.push(parseLine(line, `line ${lineNumber}`));
-      }
-    } catch (error) {
-      // The records before a malformed line are checked first, as they would be one by one.
-      yield records;
-      throw error;
-    }
-    yield records;
-  }
-}
-
-function parseLine(line: string, where: string): SourceRecord {
-  let value: unknown;
-  try {
-    value = JSON.parse(line);
-  } catch (error) {
-    throw new InputError(`${where}: not valid JSON (${(error as Error).message})`);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new InputError(`${where}: must be a JSON object`);
-  }
-  const type = (value as { type?: unknown }).type;
-  if (typeof type !== 'string' || !(RECORD_TYPES as readonly string[]).includes(type)) {
-    throw new InputError(
-      `${where}: field "type" must be one of ${RECORD_TYPES.join(', ')} (got ${JSON.stringify(type)})`,
-    );
-  }
-  return { where, type: type as RecordType, value, extraFields: NDJSON_ENVELOPE };
-}
-
-async function* readJson(path: string): AsyncGenerator<SourceRecord[]> {
-  let document: unknown;
-  try {
-    document = JSON.parse(await readFile(path, 'utf8'));
-  } catch (error) {
-    throw new InputError(`not valid JSON (${(error as Error).message})`);
-  }
-  if (typeof document !== 'object' || document === null || Array.isArray(document)) {
-    throw new InputError(
-      'the file must hold one JSON object with arrays accounts, departments, locations, users, incidents',
-    );
-  }
-  for (const key of Object.keys(document)) {
-    if (!(key in JSON_SECTIONS))
-      throw new InputError(`"${key}" is not a section (expected ${Object.keys(JSON_SECTIONS).join(', ')})`);
-  }
-  // Sections are read in dependency order whatever their order in the file.
-  for (const [section, type] of Object.entries(JSON_SECTIONS)) {
-    const records = (document as Record<string, unknown>)[section];
-    if (records === undefined) continue;
-    if (!Array.isArray(records)) throw new InputError(`"${section}" must be an array`);
-    yield records.map((value, index) => ({ where: `${section}[${index}]`, type, value, extraFields: [] }));
-  }
-}
-
 interface Pending<Row> {
   where: string;
   row: Row;
@@ -389,15 +279,14 @@ export async function importFile(db: Kysely<Database>, path: string): Promise<Im
   }
   const file = await stat(path).catch(() => null);
   if (file === null || !file.isFile()) throw new InputError(`cannot read "${path}": no such file`);
-  const source = format === '.json' ? readJson(path) : readNdjson(path);
-  const now = new Date().toISOString();
+  const source = readInWorker({ path, format, now: new Date().toISOString() });
 
-  return withBulkWriteCache(db, () =>
+  return withBulkWriteSettings(db, () =>
     db.transaction().execute(async (trx) => {
       const batches = new Batches(trx);
-      for await (const records of source) {
-        for (const { where, type, value, extraFields } of records) {
-          const added = batches.add(where, validateRecord(type, value, where, now, extraFields));
+      for await (const chunk of source) {
+        for (const { where, record } of chunk) {
+          const added = batches.add(where, record);
           if (added !== undefined) await added;
         }
       }
@@ -406,4 +295,45 @@ export async function importFile(db: Kysely<Database>, path: string): Promise<Im
       return batches.counts;
     }),
   );
+}
+
+/**
+ * Starts the worker (worker.ts). From the bundle in dist/, its entry is import-worker.js beside
+ * this chunk. From source (tests, under tsx), the worker registers tsx before it loads worker.ts:
+ * Node 20 does not apply the parent's module hooks to a worker's entry module.
+ */
+function startWorker(request: ReadRequest): Worker {
+  if (!import.meta.url.endsWith('.ts')) {
+    return new Worker(new URL('./import-worker.js', import.meta.url), { workerData: request });
+  }
+  const tsx = JSON.stringify(import.meta.resolve('tsx/esm/api'));
+  const entry = JSON.stringify(new URL('./worker.ts', import.meta.url).href);
+  return new Worker(`import(${tsx}).then((tsx) => { tsx.register(); return import(${entry}); });`, {
+    eval: true,
+    execArgv: [],
+    workerData: request,
+  });
+}
+
+/**
+ * The validated chunks of a file, read by a worker thread (worker.ts). Each chunk taken is
+ * acknowledged so the worker can read further; the worker ends when the reading does, or when the
+ * import stops early (a database check failed).
+ */
+async function* readInWorker(request: ReadRequest): AsyncGenerator<PlacedRecord[]> {
+  const worker = startWorker(request);
+  try {
+    // Rejects if the worker itself fails (an 'error' event).
+    for await (const [message] of on(worker, 'message') as AsyncIterable<[ReadMessage]>) {
+      if ('done' in message) return;
+      if ('failure' in message) {
+        const { message: text, input } = message.failure;
+        throw input ? new InputError(text) : new Error(`import: cannot read the file: ${text}`);
+      }
+      worker.postMessage('taken');
+      yield unpackChunk(message.chunk);
+    }
+  } finally {
+    await worker.terminate();
+  }
 }

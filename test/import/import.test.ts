@@ -4,6 +4,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
 import { importFile } from '../../src/import/import.ts';
 import { bearer, createTestContext, STORES, seedKey, type TestContext } from '../helpers.ts';
 
@@ -487,6 +488,76 @@ for (const store of STORES) {
         user: 0,
         incident: 1,
       });
+    });
+
+    test('the first problem in file order is reported, whether the reading or the writing finds it', async () => {
+      const target = randomUUID();
+      const before = await count('incidents');
+      // About 13 MiB: many reads, so the reader runs ahead of the writes as far as it may.
+      const records: object[] = [account(target)];
+      for (let i = 0; i < 30_000; i += 1) {
+        records.push(
+          incident(target, i + 1, new Date(Date.UTC(2025, 0, 1) + i * 1000).toISOString(), {
+            description: 'd'.repeat(400),
+          }),
+        );
+      }
+      const write = (lines: string[]) => {
+        const path = join(dir, `${randomUUID()}.ndjson`);
+        writeFileSync(path, lines.join('\n'));
+        return path;
+      };
+      const lines = records.map((r) => JSON.stringify(r));
+      const unknownAccount = JSON.stringify(incident(randomUUID(), 1, '2025-01-01T00:00:00Z'));
+
+      // The database side finds line 20,000's problem before the reader reaches line 30,000's.
+      const both = [...lines];
+      both[19_999] = unknownAccount;
+      both[29_999] = '{"type": "incident",';
+      await assert.rejects(
+        importFile(ctx.db, write(both)),
+        /^InputError: line 20000: field "account_id" names no account/,
+      );
+      // The reader's problem comes first in the file: it wins, however late the writes would fail.
+      const readerFirst = [...lines];
+      readerFirst[1_000] = '{"type": "incident",';
+      readerFirst[20_000] = unknownAccount;
+      await assert.rejects(importFile(ctx.db, write(readerFirst)), /^InputError: line 1001: not valid JSON/);
+      // The very last line, after every read and most batches.
+      const last = [...lines];
+      last[30_000] = JSON.stringify({ ...records[30_000], severity_impact: 'high' });
+      await assert.rejects(
+        importFile(ctx.db, write(last)),
+        /^InputError: line 30001: field "severity_impact" must be a whole number/,
+      );
+      assert.equal(await count('incidents'), before);
+      assert.deepEqual((await importFile(ctx.db, write(lines))).incident, 30_000);
+      assert.equal(await count('incidents'), before + 30_000);
+    });
+
+    test('an import leaves the connection as it found it', { skip: store !== 'sqlite' }, async () => {
+      const pragmas = async () => {
+        const read = async (name: string) =>
+          Object.values((await sql.raw(`PRAGMA ${name}`).execute(ctx.db)).rows[0] as object)[0];
+        return {
+          foreign_keys: await read('foreign_keys'),
+          temp_store: await read('temp_store'),
+          cache_size: await read('cache_size'),
+        };
+      };
+      const own = await pragmas();
+      assert.equal(own.foreign_keys, 1);
+      const target = randomUUID();
+      await importFile(ctx.db, ndjson([account(target), incident(target, 1, '2025-01-01T00:00:00Z')]));
+      assert.deepEqual(await pragmas(), own);
+      await assert.rejects(importFile(ctx.db, ndjson([incident(randomUUID(), 1, '2025-01-01T00:00:00Z')])));
+      assert.deepEqual(await pragmas(), own);
+      // Foreign keys are enforced again: an incident of no account is refused by the store itself.
+      await assert.rejects(
+        sql`INSERT INTO incidents (id, account_id, incident_number, status, created_at, updated_at)
+            VALUES (${randomUUID()}, ${randomUUID()}, 'INC-2025-1', 'open', 'x', 'x')`.execute(ctx.db),
+        /FOREIGN KEY constraint failed/,
+      );
     });
 
     test('a large NDJSON import streams in batches and pages correctly at depth', async () => {

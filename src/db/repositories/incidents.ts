@@ -1,4 +1,4 @@
-import { CompiledQuery, type Kysely, type Selectable, sql } from 'kysely';
+import { CompiledQuery, type Kysely, type Selectable, SqliteAdapter, sql } from 'kysely';
 import type { Database, IncidentsTable } from '../schema.ts';
 
 /** An incident as the API shows it: every stored column but its account and paging position. */
@@ -24,45 +24,62 @@ const COLUMNS = [
 const INSERT_COLUMNS = ['account_id', ...COLUMNS] as const;
 
 /**
- * Building a many-row INSERT through Kysely costs more than SQLite takes to run it, and its SQL
- * depends only on the store and the row count. The last one compiled is kept per store (adapter),
- * so the full batches of an import build it once and reuse its prepared statement too.
+ * The two statements of `upsertMany`, for a batch of `rows` rows:
+ * - `insertNew` inserts the rows whose id is new and skips the others. On SQLite it is
+ *   `INSERT OR IGNORE`: a statement that cannot fail halfway, which SQLite runs without journaling
+ *   the pages it changes (see `withBulkWriteSettings`); on PostgreSQL `ON CONFLICT DO NOTHING`.
+ * - `upsert` also updates rows whose id exists in the same account, never moving one to another.
  */
-const lastUpsert = new WeakMap<object, { rows: number; sql: string }>();
+type BatchStatement = 'insertNew' | 'upsert';
 
-function upsertSql(db: Kysely<Database>, rows: number): string {
+/**
+ * Building a many-row INSERT through Kysely costs more than SQLite takes to run it, and its SQL
+ * depends only on the store, the statement and the row count. The last one compiled is kept per
+ * store (adapter) and statement, so the full batches of an import build each once and reuse its
+ * prepared statement too.
+ */
+const compiled = new WeakMap<object, Partial<Record<BatchStatement, { rows: number; sql: string }>>>();
+
+function batchSql(db: Kysely<Database>, statement: BatchStatement, rows: number): string {
   const adapter = db.getExecutor().adapter;
-  const cached = lastUpsert.get(adapter);
+  const cache = compiled.get(adapter) ?? {};
+  compiled.set(adapter, cache);
+  const cached = cache[statement];
   if (cached !== undefined && cached.rows === rows) return cached.sql;
   // Each column's value is its place in the row, so the parameters show the order Kysely binds.
   const order = [...INSERT_COLUMNS, 'position'];
   const row = Object.fromEntries(order.map((column, index) => [column, index]));
-  const query = db
+  const insert = db
     .insertInto('incidents')
-    .values(Array.from({ length: rows }, () => row as unknown as IncidentInput))
-    .onConflict((oc) =>
-      oc
-        .column('id')
-        .doUpdateSet((eb) => ({
-          incident_number: eb.ref('excluded.incident_number'),
-          description: eb.ref('excluded.description'),
-          status: eb.ref('excluded.status'),
-          severity_likelihood: eb.ref('excluded.severity_likelihood'),
-          severity_impact: eb.ref('excluded.severity_impact'),
-          location: eb.ref('excluded.location'),
-          incident_date: eb.ref('excluded.incident_date'),
-          created_at: eb.ref('excluded.created_at'),
-          updated_at: eb.ref('excluded.updated_at'),
-        }))
-        .whereRef('incidents.account_id', '=', 'excluded.account_id'),
-    )
-    .compile();
+    .values(Array.from({ length: rows }, () => row as unknown as IncidentInput));
+  const query = (
+    statement === 'upsert'
+      ? insert.onConflict((oc) =>
+          oc
+            .column('id')
+            .doUpdateSet((eb) => ({
+              incident_number: eb.ref('excluded.incident_number'),
+              description: eb.ref('excluded.description'),
+              status: eb.ref('excluded.status'),
+              severity_likelihood: eb.ref('excluded.severity_likelihood'),
+              severity_impact: eb.ref('excluded.severity_impact'),
+              location: eb.ref('excluded.location'),
+              incident_date: eb.ref('excluded.incident_date'),
+              created_at: eb.ref('excluded.created_at'),
+              updated_at: eb.ref('excluded.updated_at'),
+            }))
+            .whereRef('incidents.account_id', '=', 'excluded.account_id'),
+        )
+      : adapter instanceof SqliteAdapter
+        ? insert.orIgnore()
+        : insert.onConflict((oc) => oc.column('id').doNothing())
+  ).compile();
   if (
     query.parameters.length !== rows * order.length ||
     query.parameters.some((value, index) => value !== index % order.length)
   )
-    throw new Error('incident upsert: Kysely bound the columns in an unexpected order');
-  lastUpsert.set(adapter, { rows, sql: query.sql });
+    throw new Error('incident batch insert: Kysely bound the columns in an unexpected order');
+  cache[statement] = { rows, sql: query.sql };
   return query.sql;
 }
 
@@ -110,8 +127,14 @@ export const incidentRepository = {
       // 0 is the column's default: the value an insert without a position stored before rerank.
       parameters.push(incident.position ?? 0);
     }
-    const result = await db.executeQuery(CompiledQuery.raw(upsertSql(db, incidents.length), parameters));
-    return Number(result.numAffectedRows ?? 0);
+    const run = async (statement: BatchStatement) => {
+      const sql = batchSql(db, statement, incidents.length);
+      return Number((await db.executeQuery(CompiledQuery.raw(sql, parameters))).numAffectedRows ?? 0);
+    };
+    // A bulk load is nearly all new incidents: the cheaper statement first, the upsert only for a
+    // batch that holds some existing id (it writes the batch's new rows once more, unchanged).
+    const inserted = await run('insertNew');
+    return inserted === incidents.length ? inserted : run('upsert');
   },
 
   /**

@@ -1,0 +1,211 @@
+import { createReadStream } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { StringDecoder } from 'node:string_decoder';
+import { InputError } from '../errors.ts';
+import { RECORD_TYPES, type RecordType, type ValidRecord, validateRecord } from './records.ts';
+
+/**
+ * Reading an import file: its records, parsed and validated, in file order, a read's worth at a
+ * time. This is the CPU-heavy half of an import and needs no database, so `import.ts` runs it in
+ * a worker thread (`worker.ts`) while the main thread writes the previous records.
+ */
+
+/** A validated record and its place in the file (`line 12`, `incidents[3]`). */
+export interface PlacedRecord {
+  where: string;
+  record: ValidRecord;
+}
+
+interface SourceRecord {
+  where: string;
+  type: RecordType;
+  value: unknown;
+  extraFields: readonly string[];
+}
+
+/** Envelope fields of an NDJSON record, beside the record's own. */
+const NDJSON_ENVELOPE = ['type'] as const;
+
+const JSON_SECTIONS: Record<string, RecordType> = {
+  accounts: 'account',
+  departments: 'department',
+  locations: 'location',
+  users: 'user',
+  incidents: 'incident',
+};
+
+/** A line break as readline sees one: `\r\n`, `\n` or a lone `\r`. */
+const LINE_BREAK = /\r\n|\n|\r/;
+
+/**
+ * The lines of a file, a read's worth at a time. readline hands over one line per event and costs
+ * more than parsing the line at tens of thousands of lines a second; splitting each chunk at once
+ * does not. Line breaks and numbering are readline's (`crlfDelay: Infinity`).
+ */
+async function* readLines(path: string): AsyncGenerator<string[]> {
+  const decoder = new StringDecoder('utf8');
+  // Text after the last `\n` read so far: its breaks are only known once the line is complete.
+  let rest = '';
+  for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 })) {
+    const text = rest + decoder.write(chunk as Buffer);
+    const end = text.lastIndexOf('\n');
+    if (end === -1) {
+      rest = text;
+      continue;
+    }
+    rest = text.slice(end + 1);
+    const complete = text.slice(0, text[end - 1] === '\r' ? end - 1 : end);
+    yield complete.includes('\r') ? complete.split(LINE_BREAK) : complete.split('\n');
+  }
+  rest += decoder.end();
+  if (rest === '') return;
+  const lines = rest.split(LINE_BREAK);
+  // A break at the very end ends the last line rather than starting an empty one.
+  if (lines.at(-1) === '') lines.pop();
+  yield lines;
+}
+
+/** The records of an NDJSON file, a chunk of lines at a time. */
+async function* readNdjson(path: string): AsyncGenerator<SourceRecord[]> {
+  let lineNumber = 0;
+  for await (const lines of readLines(path)) {
+    const records: SourceRecord[] = [];
+    try {
+      for (const line of lines) {
+        lineNumber += 1;
+        if (line.trim() === '') continue;
+        records.push(parseLine(line, `line ${lineNumber}`));
+      }
+    } catch (error) {
+      // The records before a malformed line are checked first, as they would be one by one.
+      yield records;
+      throw error;
+    }
+    yield records;
+  }
+}
+
+function parseLine(line: string, where: string): SourceRecord {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch (error) {
+    throw new InputError(`${where}: not valid JSON (${(error as Error).message})`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new InputError(`${where}: must be a JSON object`);
+  }
+  const type = (value as { type?: unknown }).type;
+  if (typeof type !== 'string' || !(RECORD_TYPES as readonly string[]).includes(type)) {
+    throw new InputError(
+      `${where}: field "type" must be one of ${RECORD_TYPES.join(', ')} (got ${JSON.stringify(type)})`,
+    );
+  }
+  return { where, type: type as RecordType, value, extraFields: NDJSON_ENVELOPE };
+}
+
+async function* readJson(path: string): AsyncGenerator<SourceRecord[]> {
+  let document: unknown;
+  try {
+    document = JSON.parse(await readFile(path, 'utf8'));
+  } catch (error) {
+    throw new InputError(`not valid JSON (${(error as Error).message})`);
+  }
+  if (typeof document !== 'object' || document === null || Array.isArray(document)) {
+    throw new InputError(
+      'the file must hold one JSON object with arrays accounts, departments, locations, users, incidents',
+    );
+  }
+  for (const key of Object.keys(document)) {
+    if (!(key in JSON_SECTIONS))
+      throw new InputError(`"${key}" is not a section (expected ${Object.keys(JSON_SECTIONS).join(', ')})`);
+  }
+  // Sections are read in dependency order whatever their order in the file.
+  for (const [section, type] of Object.entries(JSON_SECTIONS)) {
+    const records = (document as Record<string, unknown>)[section];
+    if (records === undefined) continue;
+    if (!Array.isArray(records)) throw new InputError(`"${section}" must be an array`);
+    yield records.map((value, index) => ({ where: `${section}[${index}]`, type, value, extraFields: [] }));
+  }
+}
+
+/**
+ * The validated records of a .json or .ndjson file, a chunk at a time. A bad record ends the
+ * sequence: the valid records before it are yielded first, then its InputError is thrown, so the
+ * consumer sees problems in file order whichever of them (file or database) it detects.
+ */
+export async function* validatedChunks(
+  path: string,
+  format: '.json' | '.ndjson',
+  now: string,
+): AsyncGenerator<PlacedRecord[]> {
+  for await (const records of format === '.json' ? readJson(path) : readNdjson(path)) {
+    const chunk: PlacedRecord[] = [];
+    try {
+      for (const { where, type, value, extraFields } of records) {
+        chunk.push({ where, record: validateRecord(type, value, where, now, extraFields) });
+      }
+    } catch (error) {
+      yield chunk;
+      throw error;
+    }
+    yield chunk;
+  }
+}
+
+/** What `worker.ts` is asked to read. */
+export interface ReadRequest {
+  path: string;
+  format: '.json' | '.ndjson';
+  now: string;
+}
+
+/**
+ * A chunk of records as it crosses from the worker to the main thread. Copying a message costs
+ * most per object property: a million records as objects took the main thread about 4 s to
+ * receive, as flat values and rebuilt with `unpackChunk` about half that.
+ */
+export interface PackedChunk {
+  wheres: string[];
+  /** Each record's type, as its index in RECORD_TYPES. */
+  types: number[];
+  /** The row fields of each type in the chunk, in the order `values` holds them. */
+  fields: Partial<Record<RecordType, string[]>>;
+  /** The rows' field values, one record after another. */
+  values: unknown[];
+}
+
+export function packChunk(records: PlacedRecord[]): PackedChunk {
+  const chunk: PackedChunk = { wheres: [], types: [], fields: {}, values: [] };
+  for (const { where, record } of records) {
+    const row = record.row as Record<string, unknown>;
+    // validateRecord builds every row of a type with the same fields in the same order.
+    const fields = (chunk.fields[record.type] ??= Object.keys(row));
+    chunk.wheres.push(where);
+    chunk.types.push(RECORD_TYPES.indexOf(record.type));
+    for (const field of fields) chunk.values.push(row[field]);
+  }
+  return chunk;
+}
+
+export function unpackChunk(chunk: PackedChunk): PlacedRecord[] {
+  const records: PlacedRecord[] = [];
+  let next = 0;
+  for (let i = 0; i < chunk.wheres.length; i += 1) {
+    const type = RECORD_TYPES[chunk.types[i] as number] as RecordType;
+    const row: Record<string, unknown> = {};
+    for (const field of chunk.fields[type] as string[]) row[field] = chunk.values[next++];
+    records.push({ where: chunk.wheres[i] as string, record: { type, row } as ValidRecord });
+  }
+  return records;
+}
+
+/** What `worker.ts` posts: chunks in file order, then `done` or the failure that ended the reading. */
+export type ReadMessage =
+  { chunk: PackedChunk } | { done: true } | { failure: { message: string; input: boolean } };
+
+/**
+ * Chunks the worker may post before the main thread has taken them (it answers each one it takes),
+ * so the worker reads ahead of the writes by a bounded amount and memory does not grow with the file.
+ */
+export const CHUNKS_AHEAD = 4;

@@ -1,0 +1,48 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { test } from 'node:test';
+import { validateRecord } from '../../src/import/records.ts';
+import { type PlacedRecord, packChunk, unpackChunk } from '../../src/import/source.ts';
+
+test('a chunk of mixed record types survives packing for the worker message unchanged', () => {
+  const now = '2026-01-01T00:00:00.000Z';
+  const accountId = randomUUID();
+  const place = (where: string, type: Parameters<typeof validateRecord>[0], value: object): PlacedRecord => ({
+    where,
+    record: validateRecord(type, value, where, now),
+  });
+  const records = [
+    place('line 1', 'account', { id: accountId, name: 'Acme' }),
+    place('line 2', 'incident', {
+      id: randomUUID(),
+      account_id: accountId,
+      incident_number: 'INC-2025-1',
+      status: 'open',
+      description: null,
+      created_at: '2025-01-01T00:00:00Z',
+    }),
+    place('line 3', 'user', {
+      id: randomUUID(),
+      account_id: accountId,
+      name: 'Ann',
+      email: 'ann@example.com',
+      role: 'employee',
+      vendor_support: true,
+    }),
+    place('line 4', 'incident', {
+      id: randomUUID(),
+      account_id: accountId,
+      incident_number: 'INC-2025-2',
+      status: 'closed',
+      severity_impact: 3,
+      incident_date: '2025-01-02',
+      created_at: '2025-01-02T00:00:00.000Z',
+    }),
+  ];
+  const packed = packChunk(records);
+  // The message is flat: one value per field, the field names once per type.
+  assert.deepEqual(Object.keys(packed.fields).sort(), ['account', 'incident', 'user']);
+  assert.ok(packed.values.every((value) => value === null || typeof value !== 'object'));
+  assert.deepEqual(unpackChunk(structuredClone(packed)), records);
+  assert.deepEqual(unpackChunk(packChunk([])), []);
+});
