@@ -176,9 +176,10 @@ let nextPort = 18_000 + (process.pid % 1000) * 4;
 /**
  * Starts the real server on `databaseUrl`, creates a key, and measures page-1 throughput against
  * a bare server with the same bytes (alternating, best of two rounds each, to damp the noise of a
- * shared machine). Returns what later measurements need.
+ * shared machine). The issue sets the >= 50% target for embedded SQLite mode and asks for the same
+ * ratio to be reported for PostgreSQL + Redis (`ratioTarget`). Returns what later measurements need.
  */
-async function serverAndRatio(label: string, env: Record<string, string>) {
+async function serverAndRatio(label: string, env: Record<string, string>, ratioTarget: boolean) {
   const created = await cli(
     ['keys', 'create', '--account', DEMO_ACCOUNT_ID, '--name', `bench ${label}`, '--json'],
     env,
@@ -232,8 +233,8 @@ async function serverAndRatio(label: string, env: Record<string, string>) {
   rows.push({
     measurement: `${label}: page 1 req/s, API vs bare node:http (same bytes, ${first.body.length} B)`,
     result: `${fmt(apiRps)} vs ${fmt(bareRps)} = ${fmt(ratio * 100)}%${failures > 0 ? ` (${failures} non-2xx!)` : ''}`,
-    target: '>= 50%',
-    pass: ratio >= 0.5 && failures === 0,
+    target: ratioTarget ? '>= 50%' : 'report',
+    pass: ratioTarget ? ratio >= 0.5 && failures === 0 : failures === 0 ? null : false,
   });
   const bareCpu = Math.min(...bareRuns.map((r) => r.cpuUsPerRequest));
   const apiCpu = Math.min(...apiRuns.map((r) => r.cpuUsPerRequest));
@@ -275,7 +276,7 @@ async function sqliteMode(dataFile: string): Promise<void> {
     pass: null,
   });
 
-  const { server, port, auth, etag, apiRps } = await serverAndRatio('SQLite', env);
+  const { server, port, auth, etag, apiRps } = await serverAndRatio('SQLite', env, true);
 
   log('median latency of uncached pages: first, middle, last');
   const lastPage = Math.ceil(INCIDENTS / 50);
@@ -392,7 +393,7 @@ async function postgresMode(): Promise<void> {
       target: 'report',
       pass: null,
     });
-    const { server } = await serverAndRatio('PostgreSQL + Redis', env);
+    const { server } = await serverAndRatio('PostgreSQL + Redis', env, false);
     await stop(server);
   } finally {
     await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
