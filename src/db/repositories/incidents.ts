@@ -20,7 +20,7 @@ const COLUMNS = [
   'updated_at',
 ] as const;
 
-/** Every stored column but `position`, in the order `upsertSql` binds them. */
+/** Every stored column but `position`, in the order `batchSql` binds them. */
 const INSERT_COLUMNS = ['account_id', ...COLUMNS] as const;
 
 /**
