@@ -104,6 +104,9 @@ function parseLine(line: string, where: string): SourceRecord {
   return { where, type: type as RecordType, value, extraFields: NDJSON_ENVELOPE };
 }
 
+/** Records of a .json section per chunk: about what one 1 MiB read of NDJSON holds. */
+const JSON_RECORDS_PER_CHUNK = 2000;
+
 async function* readJson(path: string): AsyncGenerator<SourceRecord[]> {
   let document: unknown;
   try {
@@ -125,7 +128,12 @@ async function* readJson(path: string): AsyncGenerator<SourceRecord[]> {
     const records = (document as Record<string, unknown>)[section];
     if (records === undefined) continue;
     if (!Array.isArray(records)) throw new InputError(`"${section}" must be an array`);
-    yield records.map((value, index) => ({ where: `${section}[${index}]`, type, value, extraFields: [] }));
+    // In slices, so that each message to the main thread stays as small as an NDJSON read's.
+    for (let start = 0; start < records.length; start += JSON_RECORDS_PER_CHUNK) {
+      yield records
+        .slice(start, start + JSON_RECORDS_PER_CHUNK)
+        .map((value, offset) => ({ where: `${section}[${start + offset}]`, type, value, extraFields: [] }));
+    }
   }
 }
 

@@ -206,6 +206,22 @@ for (const store of STORES) {
       assert.equal(row.incident_count, 1);
     });
 
+    test('a long JSON section names its records by their index in the whole section', async () => {
+      const target = randomUUID();
+      const incidents = Array.from({ length: 4500 }, (_, i) => ({
+        ...incident(target, i + 1, new Date(Date.UTC(2025, 0, 1) + i * 1000).toISOString()),
+        type: undefined,
+      }));
+      const accounts = [{ id: target, name: 'Long' }];
+      const bad = incidents.map((r, i) => (i === 4321 ? { ...r, status: '' } : r));
+      await assert.rejects(
+        importFile(ctx.db, json({ accounts, incidents: bad })),
+        /^InputError: incidents\[4321\]: field "status" must not be empty/,
+      );
+      assert.equal((await importFile(ctx.db, json({ accounts, incidents }))).incident, 4500);
+      await assertPagedInOrder(target);
+    });
+
     test('a bad record names its place and field, and nothing at all is loaded', async () => {
       const before = { accounts: await count('accounts'), incidents: await count('incidents') };
       const fresh = randomUUID();
