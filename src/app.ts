@@ -3,6 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
+import type { KeyLookup } from './auth/key-lookup.ts';
 import type { LastUseRecorder } from './auth/last-use.ts';
 import type { PublicRateLimiter } from './auth/rate-limit.ts';
 import type { Config } from './config.ts';
@@ -20,6 +21,7 @@ declare module 'fastify' {
     config: Config;
     db: Kysely<Database>;
     redis: Redis | null;
+    keyLookup: KeyLookup;
     rateLimiter: PublicRateLimiter;
     lastUse: LastUseRecorder;
   }
@@ -48,6 +50,7 @@ export async function buildApp(config: Config, services: Services): Promise<Fast
   app.decorate('config', config);
   app.decorate('db', services.database.db);
   app.decorate('redis', services.redis);
+  app.decorate('keyLookup', services.keyLookup);
   app.decorate('rateLimiter', services.rateLimiter);
   app.decorate('lastUse', services.lastUse);
   app.decorateRequest('apiKey', null as never);

@@ -1,6 +1,6 @@
 import { hash, randomBytes } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { apiKeyRepository, type KeyForAuth } from '../db/repositories/api-keys.ts';
+import type { KeyForAuth } from '../db/repositories/api-keys.ts';
 import { ApiError } from '../errors.ts';
 
 /**
@@ -47,7 +47,7 @@ export async function authenticateApiKey(request: FastifyRequest, reply: Fastify
   if (match === null) throw ApiError.apiKeyRequired();
 
   const now = new Date();
-  const key = await apiKeyRepository.findForAuthByHash(request.server.db, hashApiKey(match[1] as string));
+  const key = await request.server.keyLookup.findByHash(hashApiKey(match[1] as string));
   if (key === undefined || effectiveState(key, now) !== 'active') throw ApiError.apiKeyInvalid();
   if (key.api_access !== 1) throw ApiError.featureNotAvailable();
   if (!READ_METHODS.has(request.method) && key.scope === 'read') {

@@ -3,6 +3,7 @@ import { dirname } from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteAdapter, SqliteDialect, type SqliteDialectConfig, sql } from 'kysely';
 import pg from 'pg';
+import { CommitWatch } from './commit-watch.ts';
 import type { Database } from './schema.ts';
 
 export type Store = 'sqlite' | 'postgres';
@@ -10,6 +11,11 @@ export type Store = 'sqlite' | 'postgres';
 export interface DatabaseHandle {
   db: Kysely<Database>;
   store: Store;
+  /**
+   * Changes whenever data may have been committed, by anyone (`commit-watch.ts`): SQLite files in
+   * WAL mode only; `null` for PostgreSQL and in-memory SQLite, where every read must go to the store.
+   */
+  commitWatch: CommitWatch | null;
   destroy(): Promise<void>;
 }
 
@@ -20,19 +26,23 @@ export function storeOf(databaseUrl: string): Store {
   return databaseUrl.startsWith('sqlite:') ? 'sqlite' : 'postgres';
 }
 
-function openSqlite(databaseUrl: string): Kysely<Database> {
+function openSqlite(databaseUrl: string): { db: Kysely<Database>; commitWatch: CommitWatch | null } {
   const path = databaseUrl.slice('sqlite:'.length);
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const sqlite = new SqliteDatabase(path);
   // WAL lets the CLI write while the server reads; busy_timeout makes writers queue, not fail.
-  sqlite.pragma('journal_mode = WAL');
+  const journalMode = sqlite.pragma('journal_mode = WAL', { simple: true });
   sqlite.pragma('synchronous = NORMAL');
   sqlite.pragma('busy_timeout = 5000');
   sqlite.pragma('foreign_keys = ON');
   // Random-UUID primary keys spread inserts and lookups over the whole index: a page cache of 64 MiB
   // (a bound, not an allocation) keeps a million-row import off the disk.
   sqlite.pragma('cache_size = -65536');
-  return new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
+  return {
+    db: new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) }),
+    // An in-memory database answers `memory`: it has no WAL and no other connection.
+    commitWatch: journalMode === 'wal' ? new CommitWatch(path) : null,
+  };
 }
 
 const STATEMENT_CACHE_SIZE = 256;
@@ -118,6 +128,17 @@ export function openDatabase(
   onIdleError: (error: Error) => void = () => {},
 ): DatabaseHandle {
   const store = storeOf(databaseUrl);
-  const db = store === 'sqlite' ? openSqlite(databaseUrl) : openPostgres(databaseUrl, onIdleError);
-  return { db, store, destroy: () => db.destroy() };
+  const { db, commitWatch } =
+    store === 'sqlite'
+      ? openSqlite(databaseUrl)
+      : { db: openPostgres(databaseUrl, onIdleError), commitWatch: null };
+  return {
+    db,
+    store,
+    commitWatch,
+    async destroy() {
+      commitWatch?.close();
+      await db.destroy();
+    },
+  };
 }

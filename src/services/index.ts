@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
+import { KeyLookup } from '../auth/key-lookup.ts';
 import { LastUseRecorder } from '../auth/last-use.ts';
 import { PublicRateLimiter } from '../auth/rate-limit.ts';
 import type { Config } from '../config.ts';
@@ -14,6 +15,7 @@ export interface Services {
   database: DatabaseHandle;
   /** The one Redis connection (REDIS_URL), or `null`: counts are then kept in process memory. */
   redis: Redis | null;
+  keyLookup: KeyLookup;
   rateLimiter: PublicRateLimiter;
   lastUse: LastUseRecorder;
   close(): Promise<void>;
@@ -46,6 +48,7 @@ export async function openServices(
   return {
     database,
     redis,
+    keyLookup: new KeyLookup(database.db, database.commitWatch),
     rateLimiter,
     lastUse,
     async close() {

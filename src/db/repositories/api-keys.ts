@@ -74,8 +74,8 @@ const compiledAuthLookups = new WeakMap<Kysely<Database>, CompiledQuery<KeyForAu
 
 export const apiKeyRepository = {
   /**
-   * Runs on every public request, so the query is built and compiled once per database and only
-   * its one parameter changes; the row is still read afresh each time (key state is never cached).
+   * Runs on every public request that `KeyLookup` cannot answer from a row it knows to be current,
+   * so the query is built and compiled once per database and only its one parameter changes.
    */
   async findForAuthByHash(db: Kysely<Database>, keyHash: string): Promise<KeyForAuth | undefined> {
     let compiled = compiledAuthLookups.get(db);

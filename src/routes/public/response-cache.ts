@@ -9,7 +9,8 @@ import { uncountRequest } from '../../auth/api-keys.ts';
  * Correctness rests on the key: (account, data version, route, normalized parameters). The account
  * keeps one account's body from ever answering another's key; the data version, read with the key
  * on every request and bumped in the same transaction as every import, makes an entry unreachable
- * the moment its data changes. Key state is never cached: the key check runs before the lookup.
+ * the moment its data changes. The key check runs before the lookup, on the key and account row as
+ * the store holds it at that moment (`KeyLookup`).
  */
 
 interface CachedBody {
