@@ -1,7 +1,15 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
-import { Kysely, PostgresDialect, SqliteAdapter, SqliteDialect, type SqliteDialectConfig, sql } from 'kysely';
+import {
+  type CompiledQuery,
+  Kysely,
+  PostgresDialect,
+  SqliteAdapter,
+  SqliteDialect,
+  type SqliteDialectConfig,
+  sql,
+} from 'kysely';
 import pg from 'pg';
 import { CommitWatch } from './commit-watch.ts';
 import type { Database } from './schema.ts';
@@ -110,8 +118,37 @@ export async function withBulkWriteSettings<T>(db: Kysely<Database>, work: () =>
   }
 }
 
+/** SQL texts that PostgreSQL connections prepare once and then run by name; see `preparedOnPostgres`. */
+const preparedStatementNames = new Map<string, string>();
+
+/**
+ * Marks a query that runs on (nearly) every request, so that each PostgreSQL connection parses and
+ * plans it once and afterwards only binds and runs it: on this 2-core machine, PostgreSQL's CPU a
+ * public request went from about 110 to 40 µs. Unnamed statements, as Kysely sends them, are parsed
+ * and planned anew each time. Only queries the code marks are prepared, so their number is fixed
+ * by the code, never by traffic. SQLite reuses every statement anyway (`withStatementCache`).
+ */
+export function preparedOnPostgres<R>(query: CompiledQuery<R>): CompiledQuery<R> {
+  if (!preparedStatementNames.has(query.sql)) {
+    preparedStatementNames.set(query.sql, `safety_api_${preparedStatementNames.size + 1}`);
+  }
+  return query;
+}
+
+/** pg's client, running the SQL texts marked by `preparedOnPostgres` as named statements. */
+class PreparingClient extends pg.Client {
+  override query(...args: unknown[]): never {
+    const [text, values, ...rest] = args;
+    const name = typeof text === 'string' ? preparedStatementNames.get(text) : undefined;
+    const call = super.query as (...callArgs: unknown[]) => never;
+    return name !== undefined && Array.isArray(values)
+      ? call.call(this, { name, text, values }, ...rest)
+      : call.apply(this, args);
+  }
+}
+
 function openPostgres(databaseUrl: string, onIdleError: (error: Error) => void): Kysely<Database> {
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: 10 });
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 10, Client: PreparingClient });
   // An idle connection whose server side went away (a restart, a failover, an administrator's
   // kill) is reported here; unhandled, it would end the process. The pool drops that connection
   // and opens a new one when next needed.

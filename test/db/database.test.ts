@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
 import pg from 'pg';
+import { preparedOnPostgres } from '../../src/db/database.ts';
 import {
   ADMIN_PG_URL,
   bearer,
@@ -36,5 +38,49 @@ describe('PostgreSQL connections lost while idle', { skip: !STORES.includes('pos
     await new Promise((resolve) => setTimeout(resolve, 200));
 
     assert.equal((await get()).statusCode, 200);
+  });
+});
+
+describe('PostgreSQL statements marked for reuse', { skip: !STORES.includes('postgres') }, () => {
+  let ctx: TestContext;
+  before(async () => {
+    ctx = await createTestContext('postgres');
+  });
+  after(() => ctx.close());
+
+  test('are prepared once per connection and then run by name; others are not', async () => {
+    await ctx.db.connection().execute(async (connection) => {
+      const marked = preparedOnPostgres(
+        sql<{ sum: number }>`SELECT ${20}::int + 1 AS sum`.compile(connection),
+      );
+      const unmarked = sql<{ sum: number }>`SELECT ${30}::int + 2 AS sum`.compile(connection);
+      for (let i = 0; i < 2; i += 1) {
+        assert.deepEqual((await connection.executeQuery(marked)).rows, [{ sum: 21 }]);
+        assert.deepEqual((await connection.executeQuery({ ...marked, parameters: [40] })).rows, [
+          { sum: 41 },
+        ]);
+        assert.deepEqual((await connection.executeQuery(unmarked)).rows, [{ sum: 32 }]);
+      }
+      const prepared = await sql<{ statement: string }>`SELECT statement FROM pg_prepared_statements`.execute(
+        connection,
+      );
+      assert.deepEqual(
+        prepared.rows.map((row) => row.statement),
+        [marked.sql],
+      );
+    });
+  });
+
+  test('the key check is one of them', async () => {
+    const { rawKey } = await seedKey(ctx.db, await seedAccount(ctx.db));
+    // The pool's connections are opened one at a time, as needed: sequential requests share one.
+    for (let i = 0; i < 3; i += 1) {
+      const res = await ctx.app.inject({ url: '/api/v1/public/users', headers: bearer(rawKey) });
+      assert.equal(res.statusCode, 200);
+    }
+    const prepared = await sql<{ statement: string }>`SELECT statement FROM pg_prepared_statements`.execute(
+      ctx.db,
+    );
+    assert.equal(prepared.rows.filter((row) => row.statement.includes('"key_hash"')).length, 1);
   });
 });

@@ -1,4 +1,5 @@
 import type { CompiledQuery, Insertable, Kysely } from 'kysely';
+import { preparedOnPostgres } from '../database.ts';
 import type { ApiKeyEventsTable, Database } from '../schema.ts';
 
 export interface ApiKeyRow {
@@ -80,7 +81,7 @@ export const apiKeyRepository = {
   async findForAuthByHash(db: Kysely<Database>, keyHash: string): Promise<KeyForAuth | undefined> {
     let compiled = compiledAuthLookups.get(db);
     if (compiled === undefined) {
-      compiled = authLookup(db, keyHash).compile();
+      compiled = preparedOnPostgres(authLookup(db, keyHash).compile());
       compiledAuthLookups.set(db, compiled);
     }
     const { rows } = await db.executeQuery<KeyForAuth>({ ...compiled, parameters: [keyHash] });
