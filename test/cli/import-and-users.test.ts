@@ -45,6 +45,33 @@ for (const store of STORES) {
       assert.equal(users.length, 18);
     });
 
+    test('an import by another process shows at the very next request, however warm the key', async () => {
+      const { rawKey } = await seedKey(ctx.db, accountId);
+      const pageOne = async () =>
+        (await ctx.app.inject({ url: '/api/v1/public/incidents?limit=1', headers: bearer(rawKey) })).json()
+          .data;
+      const before = await pageOne();
+      assert.equal((await pageOne()).pagination.total, before.pagination.total);
+
+      const file = join(dir, `${store}-newer.ndjson`);
+      const newest = {
+        type: 'incident',
+        id: randomUUID(),
+        account_id: accountId,
+        incident_number: 'INC-2099-0001',
+        status: 'open',
+        created_at: '2099-01-01T00:00:00.000Z',
+        updated_at: '2099-01-01T00:00:00.000Z',
+      };
+      writeFileSync(file, `${JSON.stringify(newest)}\n`);
+      const result = await runCli(['import', file], env);
+      assert.equal(result.code, 0, result.stderr);
+
+      const after = await pageOne();
+      assert.equal(after.pagination.total, before.pagination.total + 1);
+      assert.equal(after.data[0].id, newest.id);
+    });
+
     test('a bad file exits non-zero with one line naming the record and field, and loads nothing', async () => {
       const file = join(dir, `${store}-bad.ndjson`);
       const other = randomUUID();
