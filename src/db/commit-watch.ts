@@ -1,4 +1,4 @@
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, openSync, readSync, realpathSync } from 'node:fs';
 import { endianness } from 'node:os';
 
 /**
@@ -61,8 +61,9 @@ export class CommitWatch {
   private readHeader(): boolean {
     try {
       // The file exists once a connection has used the database in WAL mode; it is removed only
-      // when the last connection closes, which the caller's open connection prevents.
-      this.fd ??= openSync(`${this.databasePath}-shm`, 'r');
+      // when the last connection closes, which the caller's open connection prevents. SQLite puts
+      // it beside the database's real path, symbolic links resolved.
+      this.fd ??= openSync(`${realpathSync(this.databasePath)}-shm`, 'r');
       return readSync(this.fd, this.header, 0, HEADER_BYTES, 0) === HEADER_BYTES;
     } catch {
       this.close();

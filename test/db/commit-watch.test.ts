@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -81,6 +81,21 @@ describe('commit watch (SQLite in WAL mode)', () => {
     const settled = watch().current();
     other.exec('BEGIN; INSERT INTO t VALUES (5); ROLLBACK;');
     assert.equal(watch().current(), settled);
+  });
+
+  test('follows a database opened through a symbolic link', async () => {
+    const link = join(dir, 'link.db');
+    symlinkSync(path, link);
+    const linked = openDatabase(`sqlite:${link}`);
+    try {
+      assert.ok(linked.commitWatch);
+      const before = linked.commitWatch.current();
+      assert.equal(linked.commitWatch.current(), before);
+      other.prepare('INSERT INTO t VALUES (6)').run();
+      assert.notEqual(linked.commitWatch.current(), before);
+    } finally {
+      await linked.destroy();
+    }
   });
 
   test('there is none for an in-memory database', () => {
