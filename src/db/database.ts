@@ -137,6 +137,8 @@ export function preparedOnPostgres<R>(query: CompiledQuery<R>): CompiledQuery<R>
 
 /** pg's client, running the SQL texts marked by `preparedOnPostgres` as named statements. */
 class PreparingClient extends pg.Client {
+  // pg's `query` has many overloads; this one passes every call on with the same arguments and
+  // result, so its declared result (`never`) is only what satisfies all of them at once.
   override query(...args: unknown[]): never {
     const [text, values, ...rest] = args;
     const name = typeof text === 'string' ? preparedStatementNames.get(text) : undefined;
