@@ -14,7 +14,7 @@ export async function buildDist() {
     splitting: true,
     format: 'esm',
     platform: 'node',
-    target: 'node20',
+    target: 'node22',
     packages: 'external',
     sourcemap: true,
     logLevel: 'warning',
