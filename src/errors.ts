@@ -46,11 +46,12 @@ export class ApiError extends Error {
     );
   }
 
-  static rateLimitExceeded(limit: number, retryAfterSeconds: number): ApiError {
+  /** `holder`: what the allowance is counted for, as the message names it. */
+  static rateLimitExceeded(limit: number, retryAfterSeconds: number, holder = 'this API key'): ApiError {
     return new ApiError(
       429,
       'RATE_LIMIT_EXCEEDED',
-      `The hourly limit of ${limit} requests for this API key is reached; retry in ${retryAfterSeconds} seconds.`,
+      `The hourly limit of ${limit} requests for ${holder} is reached; retry in ${retryAfterSeconds} seconds.`,
       { 'retry-after': retryAfterSeconds, 'x-ratelimit-limit': limit, 'x-ratelimit-remaining': 0 },
     );
   }

@@ -18,6 +18,9 @@ export interface TokenPrincipal {
   /** The signed-in user, or `null` for a client-credentials token. */
   userId: string | null;
   scopes: Set<string>;
+  /** The account's plan as it stands at this request (read with the client, no extra round trip). */
+  apiAccess: boolean;
+  rateLimitPerHour: number;
 }
 
 export type AccessTokenVerifier = (token: string) => Promise<TokenPrincipal | null>;
@@ -30,7 +33,7 @@ export function accessTokenVerifier(provider: Provider, db: Kysely<Database>): A
     const token = await find().catch(() => undefined);
     if (token === undefined || token.isExpired || token.clientId === undefined) return null;
 
-    const client = await oauthClientRepository.findById(db, token.clientId);
+    const client = await oauthClientRepository.findWithPlanById(db, token.clientId);
     if (client === undefined) return null;
 
     const userId = token.kind === 'AccessToken' ? (token.accountId ?? null) : null;
@@ -43,6 +46,8 @@ export function accessTokenVerifier(provider: Provider, db: Kysely<Database>): A
       clientId: client.client_id,
       userId,
       scopes: new Set((token.scope ?? '').split(' ').filter((s) => s !== '')),
+      apiAccess: client.api_access === 1,
+      rateLimitPerHour: client.rate_limit_per_hour,
     };
   };
 }

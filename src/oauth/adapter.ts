@@ -19,12 +19,32 @@ const PUBLIC_GRANTS = ['authorization_code', 'refresh_token'];
 const isoFromNow = (seconds: number): string => new Date(Date.now() + seconds * 1000).toISOString();
 const epochSeconds = (iso: string): number => Math.floor(Date.parse(iso) / 1000);
 
+// The provider's routes that hand a client a code or a token (`token` serves every grant).
+const ISSUING_ROUTES = new Set(['authorization', 'resume', 'pushed_authorization_request', 'token']);
+
+/**
+ * A client whose account's plan lacks API access gets no new codes or tokens (DESIGN "Wider API").
+ * The provider loads the client at the start of every request it serves, before reading or
+ * consuming any code or refresh token, so refusing here leaves them intact: the client works again
+ * as soon as the plan allows. Revocation, userinfo and discovery still load the client as usual.
+ */
+async function refuseIfIssuing(): Promise<void> {
+  // Already loaded by whoever is serving this request; imported here, not at module load, as in provider.ts.
+  const { Provider, errors } = await import('oidc-provider');
+  const route = Provider.ctx?.oidc?.route;
+  if (route !== undefined && ISSUING_ROUTES.has(route)) {
+    throw new errors.UnauthorizedClient("the plan of this app's account does not include API access");
+  }
+}
+
 class ClientAdapter implements Adapter {
   constructor(private readonly db: Kysely<Database>) {}
 
   async find(clientId: string): Promise<AdapterPayload | undefined> {
-    const row = await oauthClientRepository.findById(this.db, clientId);
+    // The plan is read with the client: the check costs no extra round trip.
+    const row = await oauthClientRepository.findWithPlanById(this.db, clientId);
     if (row === undefined) return undefined;
+    if (row.api_access !== 1) await refuseIfIssuing();
     const isPublic = row.is_public === 1;
     return {
       client_id: row.client_id,

@@ -202,7 +202,16 @@ export const apiKeyService = {
   },
 };
 
-/** Applies one validated change to a key and records its audit event, atomically. */
+// Each lost race means another change to the same key committed in between; a handful of them in
+// a row is contention no person or script causes, so it ends as an error rather than a loop.
+const MAX_CHANGE_ATTEMPTS = 8;
+
+/**
+ * Applies one validated change to a key and records its audit event, atomically. The decision is
+ * made on the key as read, and the write only lands while the key is still as read
+ * (compare-and-set): when another change got in between, the key is read again and the change
+ * decided again, so a revoked key is never enabled and the audit trail is the key's history.
+ */
 async function change(
   db: Kysely<Database>,
   keyId: string,
@@ -214,20 +223,27 @@ async function change(
     detail: string | null;
   },
 ): Promise<ApiKeyView> {
-  const now = new Date();
-  const stamp = now.toISOString();
-  return db.transaction().execute(async (trx) => {
-    const key = await requireKey(trx, keyId, accountId);
+  for (let attempt = 1; attempt <= MAX_CHANGE_ATTEMPTS; attempt += 1) {
+    const key = await requireKey(db, keyId, accountId);
     const { patch, action, detail } = decide(key);
-    await apiKeyRepository.update(trx, key.id, { ...patch, updated_at: stamp });
-    await apiKeyRepository.insertEvent(trx, {
-      account_id: key.account_id,
-      key_id: key.id,
-      actor,
-      action,
-      detail,
-      created_at: stamp,
+    const now = new Date();
+    const stamp = now.toISOString();
+    // The write comes first in the transaction: on SQLite that takes the write lock on the latest
+    // snapshot (a read first could find its snapshot stale at the write and fail).
+    const written = await db.transaction().execute(async (trx) => {
+      if (!(await apiKeyRepository.updateIfUnchanged(trx, key, { ...patch, updated_at: stamp })))
+        return false;
+      await apiKeyRepository.insertEvent(trx, {
+        account_id: key.account_id,
+        key_id: key.id,
+        actor,
+        action,
+        detail,
+        created_at: stamp,
+      });
+      return true;
     });
-    return toView({ ...key, ...patch, updated_at: stamp }, now);
-  });
+    if (written) return toView({ ...key, ...patch, updated_at: stamp }, now);
+  }
+  throw new InputError(`the key "${keyId}" is being changed by someone else right now: try again`);
 }

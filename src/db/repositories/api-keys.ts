@@ -106,12 +106,26 @@ export const apiKeyRepository = {
     await db.insertInto('api_keys').values(row).execute();
   },
 
-  async update(
+  /**
+   * Compare-and-set: writes `patch` only while the key's name, scope and state are still `seen`
+   * (what the caller decided on); returns whether it wrote. On PostgreSQL a concurrent writer's row
+   * lock makes this wait and then re-check against the committed row, so two writers that read the
+   * same state can never both win.
+   */
+  async updateIfUnchanged(
     db: Kysely<Database>,
-    id: string,
+    seen: Pick<ApiKeyRow, 'id' | 'name' | 'scope' | 'state'>,
     patch: Partial<Pick<ApiKeyRow, 'name' | 'scope' | 'state'>> & { updated_at: string },
-  ): Promise<void> {
-    await db.updateTable('api_keys').set(patch).where('id', '=', id).execute();
+  ): Promise<boolean> {
+    const result = await db
+      .updateTable('api_keys')
+      .set(patch)
+      .where('id', '=', seen.id)
+      .where('name', '=', seen.name)
+      .where('scope', '=', seen.scope)
+      .where('state', '=', seen.state)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
   },
 
   /** Moves `last_used_at` forward only, so that instances flushing out of order never move it back. */

@@ -22,12 +22,28 @@ const COLUMNS = [
   'created_at',
 ] as const;
 
+/** A client with its account's plan, read together: every token request and wider-API call needs both. */
+export interface OauthClientWithPlan extends OauthClientRow {
+  api_access: number;
+  rate_limit_per_hour: number;
+}
+
 export const oauthClientRepository = {
   async findById(db: Kysely<Database>, clientId: string): Promise<OauthClientRow | undefined> {
     return db
       .selectFrom('oauth_clients')
       .select(COLUMNS)
       .where('client_id', '=', clientId)
+      .executeTakeFirst();
+  },
+
+  async findWithPlanById(db: Kysely<Database>, clientId: string): Promise<OauthClientWithPlan | undefined> {
+    return db
+      .selectFrom('oauth_clients as c')
+      .innerJoin('accounts as a', 'a.id', 'c.account_id')
+      .select(COLUMNS.map((column) => `c.${column}` as const))
+      .select(['a.api_access', 'a.rate_limit_per_hour'])
+      .where('c.client_id', '=', clientId)
       .executeTakeFirst();
   },
 

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { type TSchema, Type } from 'typebox';
 import { accountRepository } from '../../db/repositories/accounts.ts';
 import { incidentRepository } from '../../db/repositories/incidents.ts';
@@ -46,6 +46,30 @@ function requireScope(request: FastifyRequest, scope: string): void {
   });
 }
 
+// OAuth client ids never look like this, and API key ids are UUIDs: the two kinds of count never mix.
+const rateLimitKey = (clientId: string): string => `oauth-client:${clientId}`;
+
+/**
+ * After the token check, in DESIGN's order: the account's plan, the token's scope for this list,
+ * then the hourly allowance, counted per OAuth client in the process's one (Redis-shared) limiter.
+ */
+function admit(scope: string) {
+  return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    const principal = request.oauthPrincipal;
+    if (!principal.apiAccess) throw ApiError.featureNotAvailable();
+    requireScope(request, scope);
+    const allowance = principal.rateLimitPerHour;
+    const window = await request.server.rateLimiter.consume(rateLimitKey(principal.clientId), allowance);
+    if (!window.allowed) {
+      throw ApiError.rateLimitExceeded(allowance, window.retryAfterSeconds, 'this OAuth client');
+    }
+    reply
+      .header('x-ratelimit-limit', allowance)
+      .header('x-ratelimit-remaining', window.remaining)
+      .header('x-ratelimit-reset', window.resetEpochSeconds);
+  };
+}
+
 /** Items `start` … `start + limit - 1` of a list read whole; these lists are an account's staff and places. */
 function slice<T>(items: T[], page: PageRequest): T[] {
   return items.slice(page.start, page.start + page.limit);
@@ -56,6 +80,7 @@ const listResponses = (item: TSchema) => ({
   400: ErrorSchema,
   401: ErrorSchema,
   403: ErrorSchema,
+  429: ErrorSchema,
   500: ErrorSchema,
 });
 
@@ -85,9 +110,10 @@ export async function widerApiRoutes(app: FastifyInstance): Promise<void> {
           querystring: querySchema,
           response: listResponses(item),
         },
+        // Route-level onRequest hooks run after the instance's token check, before any validation.
+        onRequest: admit(apiScopeFor(resource)),
       },
       async (request) => {
-        requireScope(request, apiScopeFor(resource));
         const page = parsePageRequest(request.query as Record<string, unknown>);
         const { items, total } = await read(request.oauthPrincipal.accountId, page);
         return { response: items, pagination: pagination(page, total) };
