@@ -5,12 +5,7 @@ import { openDatabase } from '../db/database.ts';
 import { migrateToLatest } from '../db/migrate.ts';
 import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
-
-/** Output of a command: what it prints, so tests and the CLI share one code path. */
-export interface Io {
-  out(line: string): void;
-  readStdin(): Promise<string>;
-}
+import type { Io } from './command.ts';
 
 /** Runs `work` on the database DATABASE_URL names, migrated to the latest schema. */
 export async function withDatabase<T>(work: (db: Kysely<Database>) => Promise<T>): Promise<T> {

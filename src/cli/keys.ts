@@ -1,15 +1,11 @@
 import { parseArgs } from 'node:util';
 import { InputError } from '../errors.ts';
 import { type ApiKeyView, apiKeyService } from '../services/api-key-service.ts';
-import { type Io, listForAccount, withDatabase } from './context.ts';
-
-export const KEYS_USAGE = `safety-api keys create --account ID --name NAME [--scope read|read-write|admin] [--expires-at ISO] [--json]
-safety-api keys list --account ID [--json]
-safety-api keys rename KEY_ID NAME
-safety-api keys disable|enable|revoke KEY_ID
-safety-api keys scope KEY_ID SCOPE`;
+import { type Command, type CommandGroup, positionals } from './command.ts';
+import { listForAccount, withDatabase } from './context.ts';
 
 const ACTOR = 'cli';
+const KEY_ID = '0b9d1c52-7f3e-4a6b-9c2d-5e8f7a1b3c4d';
 
 function describe(key: ApiKeyView): string {
   return [
@@ -23,75 +19,103 @@ function describe(key: ApiKeyView): string {
   ].join('  ');
 }
 
-function positionals(args: string[], count: number, usage: string): string[] {
-  const { positionals: values } = parseArgs({ args, allowPositionals: true, options: {} });
-  if (values.length !== count) throw new InputError(`usage: ${usage}`);
-  return values;
-}
+const create: Command = {
+  name: 'keys create',
+  summary: 'Create an API key for an account and print its raw value, once',
+  usage: [
+    'safety-api keys create --account ID --name NAME [--scope read|read-write|admin] [--expires-at ISO] [--json]',
+  ],
+  notes: [
+    '--scope       read (default), read-write or admin',
+    '--expires-at  a date (2027-03-01: usable through that day, UTC) or a date-time with a time zone',
+    '--json        one JSON object with id, key (the raw value), prefix, scope, state, expires_at, …',
+  ],
+  example: 'safety-api keys create --account 0b5e6c1a-8d2f-4c3e-9a7b-1f2e3d4c5b6a --name "Power BI" --json',
+  async run(args, io) {
+    const { values } = parseArgs({
+      args,
+      options: {
+        account: { type: 'string' },
+        name: { type: 'string' },
+        scope: { type: 'string' },
+        'expires-at': { type: 'string' },
+        json: { type: 'boolean', default: false },
+      },
+    });
+    const { account, name } = values;
+    if (account === undefined || name === undefined) {
+      throw new InputError('keys create needs --account ID and --name NAME');
+    }
+    const { key, rawKey } = await withDatabase((db) =>
+      apiKeyService.create(db, {
+        accountId: account,
+        name,
+        scope: values.scope,
+        expiresAt: values['expires-at'] ?? null,
+        actor: ACTOR,
+      }),
+    );
+    if (values.json) {
+      io.out(JSON.stringify({ ...key, key: rawKey }));
+    } else {
+      io.out(`Created ${describe(key)}`);
+      io.out(`API key (shown once, store it now): ${rawKey}`);
+    }
+  },
+};
 
-export async function keysCommand(args: string[], io: Io): Promise<void> {
-  const [action, ...rest] = args;
-  switch (action) {
-    case 'create': {
-      const { values } = parseArgs({
-        args: rest,
-        options: {
-          account: { type: 'string' },
-          name: { type: 'string' },
-          scope: { type: 'string' },
-          'expires-at': { type: 'string' },
-          json: { type: 'boolean', default: false },
-        },
-      });
-      if (values.account === undefined || values.name === undefined) {
-        throw new InputError('keys create needs --account ID and --name NAME');
-      }
-      const { key, rawKey } = await withDatabase((db) =>
-        apiKeyService.create(db, {
-          accountId: values.account as string,
-          name: values.name as string,
-          scope: values.scope,
-          expiresAt: values['expires-at'] ?? null,
-          actor: ACTOR,
-        }),
-      );
-      if (values.json) {
-        io.out(JSON.stringify({ ...key, key: rawKey }));
-      } else {
-        io.out(`Created ${describe(key)}`);
-        io.out(`API key (shown once, store it now): ${rawKey}`);
-      }
-      return;
-    }
-    case 'list':
-      await listForAccount(
-        rest,
-        io,
-        { command: 'keys', empty: 'No API keys.' },
-        apiKeyService.list,
-        describe,
-      );
-      return;
-    case 'rename': {
-      const [keyId, name] = positionals(rest, 2, 'safety-api keys rename KEY_ID NAME') as [string, string];
-      io.out(describe(await withDatabase((db) => apiKeyService.rename(db, keyId, name, ACTOR))));
-      return;
-    }
-    case 'scope': {
-      const [keyId, scope] = positionals(rest, 2, 'safety-api keys scope KEY_ID SCOPE') as [string, string];
-      io.out(describe(await withDatabase((db) => apiKeyService.setScope(db, keyId, scope, ACTOR))));
-      return;
-    }
-    case 'disable':
-    case 'enable':
-    case 'revoke': {
-      const [keyId] = positionals(rest, 1, `safety-api keys ${action} KEY_ID`) as [string];
+const list: Command = {
+  name: 'keys list',
+  summary: "List an account's API keys (never their raw values)",
+  usage: ['safety-api keys list --account ID [--json]'],
+  example: 'safety-api keys list --account 0b5e6c1a-8d2f-4c3e-9a7b-1f2e3d4c5b6a --json',
+  run: (args, io) =>
+    listForAccount(args, io, { command: 'keys', empty: 'No API keys.' }, apiKeyService.list, describe),
+};
+
+const rename: Command = {
+  name: 'keys rename',
+  summary: 'Rename a key (its state and scope stay as they are)',
+  usage: ['safety-api keys rename KEY_ID NAME'],
+  example: `safety-api keys rename ${KEY_ID} "Power BI (finance)"`,
+  async run(args, io) {
+    const [keyId, name] = positionals(args, 2, 'safety-api keys rename KEY_ID NAME') as [string, string];
+    io.out(describe(await withDatabase((db) => apiKeyService.rename(db, keyId, name, ACTOR))));
+  },
+};
+
+const scope: Command = {
+  name: 'keys scope',
+  summary: "Change a key's scope: read, read-write or admin",
+  usage: ['safety-api keys scope KEY_ID SCOPE'],
+  example: `safety-api keys scope ${KEY_ID} read`,
+  async run(args, io) {
+    const [keyId, newScope] = positionals(args, 2, 'safety-api keys scope KEY_ID SCOPE') as [string, string];
+    io.out(describe(await withDatabase((db) => apiKeyService.setScope(db, keyId, newScope, ACTOR))));
+  },
+};
+
+const STATE_CHANGES = {
+  disable: 'Disable a key: requests with it get 401 until it is enabled again',
+  enable: 'Enable a disabled key again',
+  revoke: 'Revoke a key for good: requests with it get 401 API_KEY_INVALID from now on',
+} as const;
+
+const stateChanges: Command[] = (Object.keys(STATE_CHANGES) as (keyof typeof STATE_CHANGES)[]).map(
+  (action) => ({
+    name: `keys ${action}`,
+    summary: STATE_CHANGES[action],
+    usage: [`safety-api keys ${action} KEY_ID`],
+    example: `safety-api keys ${action} ${KEY_ID}`,
+    async run(args, io) {
+      const [keyId] = positionals(args, 1, `safety-api keys ${action} KEY_ID`) as [string];
       io.out(describe(await withDatabase((db) => apiKeyService[action](db, keyId, ACTOR))));
-      return;
-    }
-    default:
-      throw new InputError(
-        `unknown keys action "${action ?? ''}": expected create, list, rename, disable, enable, revoke or scope`,
-      );
-  }
-}
+    },
+  }),
+);
+
+export const keysCommands: CommandGroup = {
+  name: 'keys',
+  summary: 'Manage API keys: every change applies to a running server at its next request',
+  subcommands: [create, list, rename, ...stateChanges, scope],
+};

@@ -1,20 +1,138 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { ConfigError, loadConfig } from '../config.ts';
 import { openDatabase } from '../db/database.ts';
 import { migrateToLatest } from '../db/migrate.ts';
 import { InputError } from '../errors.ts';
-import { type Io, withDatabase } from './context.ts';
-import { KEYS_USAGE, keysCommand } from './keys.ts';
-import { OAUTH_CLIENTS_USAGE, oauthClientsCommand } from './oauth-clients.ts';
-import { USERS_USAGE, usersCommand } from './users.ts';
+import { PROJECT_ROOT } from '../paths.ts';
+import { accountsCommands } from './accounts.ts';
+import { type Command, type CommandGroup, commandHelp, groupHelp, type Io } from './command.ts';
+import { withDatabase } from './context.ts';
+import { keysCommands } from './keys.ts';
+import { oauthClientsCommands } from './oauth-clients.ts';
+import { usersCommands } from './users.ts';
 
-const USAGE = `usage:
-safety-api serve
-safety-api migrate
-safety-api import FILE
-safety-api demo
-${KEYS_USAGE}
-${USERS_USAGE}
-${OAUTH_CLIENTS_USAGE}`;
+// The server, the importer and the demo are loaded only by the commands that use them, so that
+// the quick commands (keys, users, accounts) start fast.
+
+const serve: Command = {
+  name: 'serve',
+  summary: 'Start the HTTP server (applies pending migrations first); configured by environment',
+  usage: ['safety-api serve'],
+  notes: ['Environment: PORT, HOST, BASE_URL, DATABASE_URL, REDIS_URL, LOG_LEVEL, … (see the README).'],
+  example: 'DATABASE_URL=postgres://app@db.internal/safety PORT=8080 safety-api serve',
+  async run() {
+    const { serve: startServer } = await import('../server.ts');
+    await startServer(loadConfig());
+  },
+};
+
+const migrate: Command = {
+  name: 'migrate',
+  summary: 'Apply pending database migrations (serve also does this at start)',
+  usage: ['safety-api migrate'],
+  example: 'DATABASE_URL=sqlite:./data/safety-api.db safety-api migrate',
+  async run(_args, io) {
+    const handle = openDatabase(loadConfig().databaseUrl);
+    try {
+      const applied = await migrateToLatest(handle.db);
+      io.out(applied.length === 0 ? 'Database is up to date.' : `Applied ${applied.join(', ')}.`);
+    } finally {
+      await handle.destroy();
+    }
+  },
+};
+
+const importData: Command = {
+  name: 'import',
+  summary:
+    'Load accounts, departments, locations, users and incidents from a .json or .ndjson file, all or nothing',
+  usage: ['safety-api import FILE'],
+  notes: ['Records are upserted by id in one transaction; a bad record is named by line and field.'],
+  example: 'safety-api import ./exports/northwind.ndjson',
+  async run(args, io) {
+    if (args.length !== 1) throw new InputError('usage: safety-api import FILE');
+    const { importFile } = await import('../import/import.ts');
+    const counts = await withDatabase((db) => importFile(db, args[0] as string));
+    io.out(
+      `Imported ${counts.account} accounts, ${counts.department} departments, ${counts.location} locations, ` +
+        `${counts.user} users, ${counts.incident} incidents.`,
+    );
+  },
+};
+
+const demo: Command = {
+  name: 'demo',
+  summary: 'Create a fresh demo database, print a demo API key once, and serve it (npm run demo)',
+  usage: ['safety-api demo'],
+  notes: ['Refuses to start, changing nothing, when PORT is already taken (a demo already running).'],
+  example: 'PORT=8081 safety-api demo',
+  async run(args, io) {
+    const { demoCommand } = await import('./demo.ts');
+    await demoCommand(args, io);
+  },
+};
+
+const COMMANDS: (Command | CommandGroup)[] = [
+  serve,
+  migrate,
+  importData,
+  demo,
+  accountsCommands,
+  keysCommands,
+  usersCommands,
+  oauthClientsCommands,
+];
+
+const isGroup = (entry: Command | CommandGroup): entry is CommandGroup => 'subcommands' in entry;
+
+function version(): string {
+  const manifest = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as {
+    version: string;
+  };
+  return manifest.version;
+}
+
+function overview(): string {
+  const lines = COMMANDS.flatMap((entry) => (isGroup(entry) ? entry.subcommands : [entry]));
+  const width = Math.max(...lines.map((c) => c.name.length));
+  return [
+    'safety-api: the Safety Incident API server and its operator commands',
+    '',
+    'usage: safety-api COMMAND [OPTIONS]',
+    '',
+    'commands:',
+    ...lines.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
+    '',
+    'Every command reads DATABASE_URL (default sqlite:./data/safety-api.db); a change made by a command',
+    'applies to a running server at its next request.',
+    'Run "safety-api COMMAND --help" for its options and an example; "safety-api --version" for the version.',
+  ].join('\n');
+}
+
+const wantsHelp = (args: string[]) => args.includes('--help') || args.includes('-h');
+
+/** What `argv` names: a command with its arguments, a group's help, or an InputError. */
+function resolve(argv: string[]): { help: string } | { command: Command; args: string[] } {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === 'help' || name === '--help' || name === '-h')
+    return { help: overview() };
+  const entry = COMMANDS.find((c) => c.name === name);
+  if (entry === undefined) {
+    throw new InputError(`unknown command "${name}" (run "safety-api --help" for the list)`);
+  }
+  if (!isGroup(entry)) return wantsHelp(rest) ? { help: commandHelp(entry) } : { command: entry, args: rest };
+
+  const [action, ...args] = rest;
+  if (action === undefined || action === '--help' || action === '-h') return { help: groupHelp(entry) };
+  const command = entry.subcommands.find((c) => c.name === `${entry.name} ${action}`);
+  if (command === undefined) {
+    const names = entry.subcommands.map((c) => c.name.slice(entry.name.length + 1));
+    const expected = names.length === 1 ? names[0] : `${names.slice(0, -1).join(', ')} or ${names.at(-1)}`;
+    throw new InputError(`unknown ${entry.name} action "${action}": expected ${expected}`);
+  }
+  return wantsHelp(args) ? { help: commandHelp(command) } : { command, args };
+}
 
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
@@ -24,76 +142,31 @@ async function readStdin(): Promise<string> {
 
 const stdio: Io = { out: (line) => process.stdout.write(`${line}\n`), readStdin };
 
-// The server and the importer are loaded only by the commands that use them, so that the quick
-// commands (keys, users) start fast.
-
 /** Runs one command; returns the exit code. Failures are one line on standard error. */
 export async function main(argv: string[], io: Io = stdio): Promise<number> {
-  const [command, ...args] = argv;
   try {
-    switch (command) {
-      case 'serve': {
-        const { serve } = await import('../server.ts');
-        await serve(loadConfig());
-        return 0;
-      }
-      case 'migrate': {
-        const handle = openDatabase(loadConfig().databaseUrl);
-        try {
-          const applied = await migrateToLatest(handle.db);
-          io.out(applied.length === 0 ? 'Database is up to date.' : `Applied ${applied.join(', ')}.`);
-        } finally {
-          await handle.destroy();
-        }
-        return 0;
-      }
-      case 'import': {
-        if (args.length !== 1) throw new InputError('usage: safety-api import FILE');
-        const { importFile } = await import('../import/import.ts');
-        const counts = await withDatabase((db) => importFile(db, args[0] as string));
-        io.out(
-          `Imported ${counts.account} accounts, ${counts.department} departments, ${counts.location} locations, ` +
-            `${counts.user} users, ${counts.incident} incidents.`,
-        );
-        return 0;
-      }
-      case 'demo': {
-        const { demoCommand } = await import('./demo.ts');
-        await demoCommand(args, io);
-        return 0;
-      }
-      case 'keys':
-        await keysCommand(args, io);
-        return 0;
-      case 'users':
-        await usersCommand(args, io);
-        return 0;
-      case 'oauth-clients':
-        await oauthClientsCommand(args, io);
-        return 0;
-      case undefined:
-      case 'help':
-      case '--help':
-        io.out(USAGE);
-        return command === undefined ? 2 : 0;
-      default:
-        throw new InputError(`unknown command "${command}" (run "safety-api help" for the list)`);
+    if (argv[0] === '--version' || argv[0] === '-V') {
+      io.out(version());
+      return 0;
     }
+    const resolved = resolve(argv);
+    if ('help' in resolved) {
+      io.out(resolved.help);
+      // A bare `safety-api` is a mistake worth a non-zero exit; asking for help is not.
+      return argv.length === 0 ? 2 : 0;
+    }
+    await resolved.command.run(resolved.args, io);
+    return 0;
   } catch (error) {
-    if (error instanceof InputError || error instanceof ConfigError) {
-      process.stderr.write(`safety-api: ${error.message}\n`);
-      return 2;
-    }
-    if (
-      error instanceof Error &&
-      error.name === 'TypeError' &&
-      'code' in error &&
-      String(error.code).startsWith('ERR_PARSE_ARGS')
-    ) {
+    if (error instanceof InputError || error instanceof ConfigError || isParseArgsError(error)) {
       process.stderr.write(`safety-api: ${error.message}\n`);
       return 2;
     }
     process.stderr.write(`safety-api: ${error instanceof Error ? error.message : String(error)}\n`);
     return 1;
   }
+}
+
+function isParseArgsError(error: unknown): error is TypeError {
+  return error instanceof TypeError && 'code' in error && String(error.code).startsWith('ERR_PARSE_ARGS');
 }

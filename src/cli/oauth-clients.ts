@@ -1,11 +1,8 @@
 import { parseArgs } from 'node:util';
 import { InputError } from '../errors.ts';
 import { type OauthClientView, oauthClientService } from '../oauth/clients.ts';
-import { type Io, listForAccount, withDatabase } from './context.ts';
-
-export const OAUTH_CLIENTS_USAGE = `safety-api oauth-clients create --account ID --name NAME --redirect-uri URI [--redirect-uri URI…] [--public] [--json]
-safety-api oauth-clients list --account ID [--json]
-safety-api oauth-clients delete CLIENT_ID`;
+import { type Command, type CommandGroup, positionals } from './command.ts';
+import { listForAccount, withDatabase } from './context.ts';
 
 function describe(client: OauthClientView): string {
   return [
@@ -17,57 +14,77 @@ function describe(client: OauthClientView): string {
   ].join('  ');
 }
 
-export async function oauthClientsCommand(args: string[], io: Io): Promise<void> {
-  const [action, ...rest] = args;
-  switch (action) {
-    case 'create': {
-      const { values } = parseArgs({
-        args: rest,
-        options: {
-          account: { type: 'string' },
-          name: { type: 'string' },
-          'redirect-uri': { type: 'string', multiple: true },
-          public: { type: 'boolean', default: false },
-          json: { type: 'boolean', default: false },
-        },
-      });
-      if (values.account === undefined || values.name === undefined || values['redirect-uri'] === undefined) {
-        throw new InputError('oauth-clients create needs --account ID, --name NAME and --redirect-uri URI');
-      }
-      const { client, clientSecret } = await withDatabase((db) =>
-        oauthClientService.create(db, {
-          accountId: values.account as string,
-          name: values.name as string,
-          redirectUris: values['redirect-uri'] as string[],
-          isPublic: values.public === true,
-        }),
-      );
-      if (values.json) {
-        io.out(JSON.stringify(clientSecret === null ? client : { ...client, client_secret: clientSecret }));
-      } else {
-        io.out(`Created ${describe(client)}`);
-        if (clientSecret !== null) io.out(`Client secret (shown once, store it now): ${clientSecret}`);
-      }
-      return;
+const create: Command = {
+  name: 'oauth-clients create',
+  summary:
+    'Register a partner app (OAuth client) for an account; a confidential client gets a secret, shown once',
+  usage: [
+    'safety-api oauth-clients create --account ID --name NAME --redirect-uri URI [--redirect-uri URI…] [--public] [--json]',
+  ],
+  notes: [
+    '--redirect-uri  https, or http to localhost/127.0.0.1; no fragment; repeat for several',
+    '--public        a mobile or single-page app: no secret, PKCE only',
+    '--json          one JSON object with client_id and (confidential clients) client_secret',
+  ],
+  example:
+    'safety-api oauth-clients create --account 0b5e6c1a-8d2f-4c3e-9a7b-1f2e3d4c5b6a --name "Acme BI" --redirect-uri https://bi.acme.example/oauth/callback --json',
+  async run(args, io) {
+    const { values } = parseArgs({
+      args,
+      options: {
+        account: { type: 'string' },
+        name: { type: 'string' },
+        'redirect-uri': { type: 'string', multiple: true },
+        public: { type: 'boolean', default: false },
+        json: { type: 'boolean', default: false },
+      },
+    });
+    const { account, name } = values;
+    const redirectUris = values['redirect-uri'];
+    if (account === undefined || name === undefined || redirectUris === undefined) {
+      throw new InputError('oauth-clients create needs --account ID, --name NAME and --redirect-uri URI');
     }
-    case 'list':
-      await listForAccount(
-        rest,
-        io,
-        { command: 'oauth-clients', empty: 'No OAuth clients.' },
-        oauthClientService.list,
-        describe,
-      );
-      return;
-    case 'delete': {
-      const { positionals } = parseArgs({ args: rest, allowPositionals: true, options: {} });
-      if (positionals.length !== 1) throw new InputError('usage: safety-api oauth-clients delete CLIENT_ID');
-      const clientId = positionals[0] as string;
-      await withDatabase((db) => oauthClientService.delete(db, clientId));
-      io.out(`Deleted OAuth client ${clientId}.`);
-      return;
+    const { client, clientSecret } = await withDatabase((db) =>
+      oauthClientService.create(db, { accountId: account, name, redirectUris, isPublic: values.public }),
+    );
+    if (values.json) {
+      io.out(JSON.stringify(clientSecret === null ? client : { ...client, client_secret: clientSecret }));
+    } else {
+      io.out(`Created ${describe(client)}`);
+      if (clientSecret !== null) io.out(`Client secret (shown once, store it now): ${clientSecret}`);
     }
-    default:
-      throw new InputError(`unknown oauth-clients action "${action ?? ''}": expected create, list or delete`);
-  }
-}
+  },
+};
+
+const list: Command = {
+  name: 'oauth-clients list',
+  summary: "List an account's OAuth clients (never their secrets)",
+  usage: ['safety-api oauth-clients list --account ID [--json]'],
+  example: 'safety-api oauth-clients list --account 0b5e6c1a-8d2f-4c3e-9a7b-1f2e3d4c5b6a',
+  run: (args, io) =>
+    listForAccount(
+      args,
+      io,
+      { command: 'oauth-clients', empty: 'No OAuth clients.' },
+      oauthClientService.list,
+      describe,
+    ),
+};
+
+const remove: Command = {
+  name: 'oauth-clients delete',
+  summary: 'Delete an OAuth client: its tokens stop working at their next use',
+  usage: ['safety-api oauth-clients delete CLIENT_ID'],
+  example: 'safety-api oauth-clients delete oc_5d0c3f9e2b7a41c8a6e1f4d2b9c7e3a1',
+  async run(args, io) {
+    const [clientId] = positionals(args, 1, 'safety-api oauth-clients delete CLIENT_ID') as [string];
+    await withDatabase((db) => oauthClientService.delete(db, clientId));
+    io.out(`Deleted OAuth client ${clientId}.`);
+  },
+};
+
+export const oauthClientsCommands: CommandGroup = {
+  name: 'oauth-clients',
+  summary: 'Manage the OAuth clients (partner apps) registered for an account',
+  subcommands: [create, list, remove],
+};

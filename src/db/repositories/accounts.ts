@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { Database } from '../schema.ts';
 
 export interface AccountRow {
@@ -12,18 +12,28 @@ export interface AccountRow {
 
 export type AccountInput = Omit<AccountRow, 'incident_count' | 'data_version'>;
 
+const COLUMNS = [
+  'id',
+  'name',
+  'api_access',
+  'rate_limit_per_hour',
+  'incident_count',
+  'data_version',
+] as const;
+
 export const accountRepository = {
   async findById(db: Kysely<Database>, id: string): Promise<AccountRow | undefined> {
-    return db
-      .selectFrom('accounts')
-      .select(['id', 'name', 'api_access', 'rate_limit_per_hour', 'incident_count', 'data_version'])
-      .where('id', '=', id)
-      .executeTakeFirst();
+    return db.selectFrom('accounts').select(COLUMNS).where('id', '=', id).executeTakeFirst();
   },
 
-  async listIds(db: Kysely<Database>): Promise<string[]> {
-    const rows = await db.selectFrom('accounts').select('id').execute();
-    return rows.map((r) => r.id);
+  /** Every account, by name case-insensitively, then id. */
+  async listAll(db: Kysely<Database>): Promise<AccountRow[]> {
+    return db
+      .selectFrom('accounts')
+      .select(COLUMNS)
+      .orderBy(sql`lower(name)`)
+      .orderBy('id')
+      .execute();
   },
 
   async upsertMany(db: Kysely<Database>, accounts: AccountInput[], now: string): Promise<void> {
