@@ -36,9 +36,17 @@ export interface DatabaseHandle {
  * a PostgreSQL statement, a SQLite statement meeting another process's write lock.
  */
 export const STORE_DEADLINE_MS = 2000;
-/** The client-side PostgreSQL deadline: after the server-side statement_timeout, which ends a
- * stuck statement cleanly and keeps the connection; this one also covers a frozen server. */
-const PG_QUERY_DEADLINE_MS = STORE_DEADLINE_MS + 500;
+/**
+ * The client-side PostgreSQL deadline, counted from the moment a request asked the pool for the
+ * connection, so that waiting for a pooled connection and then for a stuck statement add up to no
+ * more than this. It lies after the server-side statement_timeout, which ends a stuck statement
+ * cleanly and keeps the connection; this one also covers a frozen server.
+ */
+const PG_CHECKOUT_BUDGET_MS = STORE_DEADLINE_MS + 500;
+/** What a statement is given at least, however long its request waited for the connection. */
+const PG_MIN_QUERY_MS = 500;
+/** When each checked-out connection was asked for (see `PG_CHECKOUT_BUDGET_MS`). */
+const checkoutStarts = new WeakMap<object, number>();
 const PG_POOL_SIZE = 10;
 /** Requests allowed to wait for a pooled connection; beyond that they fail at once (503). */
 const PG_MAX_WAITING = 50;
@@ -162,7 +170,7 @@ export function preparedOnPostgres<R>(query: CompiledQuery<R>): CompiledQuery<R>
 }
 
 interface QueryDeadline {
-  ms: number;
+  budgetMs: number;
   monitor: StoreMonitor;
 }
 
@@ -183,7 +191,9 @@ class PreparingClient extends pg.Client {
         : call.apply(this, args);
     const deadline = this.queryDeadline;
     if (deadline === null || !(result instanceof Promise)) return result as never;
-    return this.withDeadline(result, deadline) as never;
+    const started = checkoutStarts.get(this) ?? Date.now();
+    const ms = Math.max(started + deadline.budgetMs - Date.now(), PG_MIN_QUERY_MS);
+    return this.withDeadline(result, ms, deadline.monitor) as never;
   }
 
   /**
@@ -191,7 +201,7 @@ class PreparingClient extends pg.Client {
    * and goes back to the pool. Past the deadline this ends the connection, so the pool opens a new
    * one, and the caller gets a "store unavailable" error.
    */
-  private withDeadline(pending: Promise<unknown>, { ms, monitor }: QueryDeadline): Promise<unknown> {
+  private withDeadline(pending: Promise<unknown>, ms: number, monitor: StoreMonitor): Promise<unknown> {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         const error = new StoreUnavailableError(`PostgreSQL did not answer within ${ms} ms`);
@@ -219,7 +229,7 @@ function openPostgres(
   onIdleError: (error: Error) => void,
   monitor: StoreMonitor | null,
 ): Kysely<Database> {
-  const deadline = monitor === null ? null : { ms: PG_QUERY_DEADLINE_MS, monitor };
+  const deadline = monitor === null ? null : { budgetMs: PG_CHECKOUT_BUDGET_MS, monitor };
   const pool = new pg.Pool({
     connectionString: databaseUrl,
     max: PG_POOL_SIZE,
@@ -246,8 +256,11 @@ function openPostgres(
       if (monitor !== null && pool.waitingCount >= PG_MAX_WAITING) {
         throw new StoreUnavailableError('too many requests are waiting for a PostgreSQL connection');
       }
+      const started = Date.now();
       try {
-        return await pool.connect();
+        const client = await pool.connect();
+        checkoutStarts.set(client, started);
+        return client;
       } catch (error) {
         monitor?.report(error);
         throw error;
