@@ -14,7 +14,12 @@ import pg from 'pg';
 import { CommitWatch } from './commit-watch.ts';
 import type { Database } from './schema.ts';
 import { type BusyRetryOptions, ServerSqliteDialect } from './sqlite-driver.ts';
-import { type MonitorLogger, StoreMonitor, StoreUnavailableError } from './store-health.ts';
+import {
+  isStoreUnavailable,
+  type MonitorLogger,
+  StoreMonitor,
+  StoreUnavailableError,
+} from './store-health.ts';
 
 export type Store = 'sqlite' | 'postgres';
 
@@ -244,7 +249,11 @@ function openPostgres(
   // An idle connection whose server side went away (a restart, a failover, an administrator's
   // kill) is reported here; unhandled, it would end the process. The pool drops that connection
   // and opens a new one when next needed.
-  pool.on('error', onIdleError);
+  pool.on('error', (error) => {
+    // During an outage every idle connection dies at once: the monitor's one line says it all.
+    if (monitor !== null && isStoreUnavailable(error)) monitor.report(error);
+    else onIdleError(error);
+  });
   // pg-pool listens for 'error' only while a connection is idle; one that dies while checked out
   // (between two queries, or with none running) would emit it unheard and end the process. Its
   // query, if any, fails on its own, and the pool discards the connection when it comes back.
