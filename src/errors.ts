@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
+import { isStoreUnavailable, STORE_RETRY_AFTER_SECONDS } from './db/store-health.ts';
 
 /**
  * The one error type of the HTTP layer. Contract errors carry a string `code` (the body's `error`
@@ -60,6 +61,13 @@ export class ApiError extends Error {
     return new ApiError(404, null, message);
   }
 
+  /** The store is down or past its deadline: worth retrying soon, so never a 500 or a 401. */
+  static storeUnavailable(): ApiError {
+    return new ApiError(503, null, 'Service temporarily unavailable', {
+      'retry-after': STORE_RETRY_AFTER_SECONDS,
+    });
+  }
+
   static methodNotAllowed(allow: string): ApiError {
     return new ApiError(405, null, 'Method not allowed: this API is read-only.', { allow });
   }
@@ -71,6 +79,11 @@ export function registerErrorHandling(app: FastifyInstance): void {
     if (error instanceof ApiError) {
       if (error.statusCode === 429) reply.removeHeader('x-ratelimit-reset');
       return reply.code(error.statusCode).headers(error.headers).send(error.body);
+    }
+    // Logged once per outage by the store monitor (`src/db/store-health.ts`), not per request.
+    if (isStoreUnavailable(error)) {
+      const unavailable = ApiError.storeUnavailable();
+      return reply.code(503).headers(unavailable.headers).send(unavailable.body);
     }
     // A client error raised by Fastify itself (unparseable body, body too large, bad content type).
     const status = error.statusCode ?? 500;

@@ -22,6 +22,7 @@ interface DocumentedRoute {
 export function registerObservability(app: FastifyInstance): void {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  registry.registerMetric(app.rateLimiter.fallbackCounter);
   const requests = new Counter({
     name: 'http_requests_total',
     help: 'HTTP responses sent, by method, route pattern and status code',

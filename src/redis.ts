@@ -1,9 +1,14 @@
 import { Redis } from 'ioredis';
 
+/** How long one Redis command may take before its caller falls back to in-memory counting. */
+export const REDIS_COMMAND_TIMEOUT_MS = 200;
+const REDIS_CONNECT_TIMEOUT_MS = 1000;
+
 /**
  * The process's one Redis connection (REDIS_URL), shared by the public rate limiter and the
- * sign-in throttles. Commands fail fast instead of queueing while Redis is away: every user of it
- * has an in-memory insurance limiter that counts meanwhile.
+ * sign-in throttles. Commands fail fast instead of queueing while Redis is away, and time out
+ * when Redis is there but does not answer (frozen, overloaded): every user of it has an in-memory
+ * insurance limiter that counts meanwhile, so no request waits on Redis for long.
  */
 export function openRedis(redisUrl: string): Redis {
   // Auto-pipelining sends the counts of concurrent requests in one write: fewer syscalls under load.
@@ -11,6 +16,8 @@ export function openRedis(redisUrl: string): Redis {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     enableAutoPipelining: true,
+    commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
+    connectTimeout: REDIS_CONNECT_TIMEOUT_MS,
   });
   redis.on('error', () => {
     // Reconnection is automatic and the insurance limiters cover the gap; errors are not fatal.

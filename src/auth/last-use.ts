@@ -35,10 +35,13 @@ export class LastUseRecorder {
         try {
           await apiKeyRepository.recordLastUse(this.db, keyId, at.toISOString());
         } catch (error) {
-          // The store may be briefly busy (a long import holds SQLite's write lock): keep the
-          // unwritten uses for the next pass, unless newer ones were recorded meanwhile.
-          for (const [laterKeyId, laterAt] of entries.slice(index)) {
-            if (!this.pending.has(laterKeyId)) this.pending.set(laterKeyId, laterAt);
+          // The store may be busy or down (a long import holds SQLite's write lock, PostgreSQL
+          // is away): keep the unwritten uses for the next pass, each merged with any use of the
+          // same key recorded meanwhile, the later one winning.
+          for (const [unwrittenKeyId, unwrittenAt] of entries.slice(index)) {
+            const meanwhile = this.pending.get(unwrittenKeyId);
+            if (meanwhile === undefined || meanwhile < unwrittenAt)
+              this.pending.set(unwrittenKeyId, unwrittenAt);
           }
           this.onError(error);
           return;

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { Counter } from 'prom-client';
 import {
   type RateLimiterAbstract,
   RateLimiterMemory,
@@ -25,8 +26,32 @@ const WINDOW_SECONDS = 3600;
 // The counter itself never refuses: the account's allowance is compared per request.
 const UNBOUNDED_POINTS = Number.MAX_SAFE_INTEGER;
 
+/**
+ * The per-instance count used while Redis fails or is slow. rate-limiter-flexible turns to its
+ * insurance limiter silently; counting each use here makes the fallback visible in /metrics.
+ */
+class CountedFallbackLimiter extends RateLimiterMemory {
+  constructor(
+    options: ConstructorParameters<typeof RateLimiterMemory>[0],
+    private readonly uses: Counter,
+  ) {
+    super(options);
+  }
+
+  override consume(...args: Parameters<RateLimiterMemory['consume']>): Promise<RateLimiterRes> {
+    this.uses.inc();
+    return super.consume(...args);
+  }
+}
+
 export class PublicRateLimiter {
   private readonly limiter: RateLimiterAbstract;
+  /** Requests counted per instance because Redis failed or timed out; `/metrics` registers it. */
+  readonly fallbackCounter = new Counter({
+    name: 'rate_limiter_fallback_total',
+    help: 'Public API requests counted in process memory because Redis failed or did not answer in time',
+    registers: [],
+  });
 
   /**
    * With `redis`, the counts live in Redis, shared by every instance. Should Redis fail, each
@@ -44,7 +69,12 @@ export class PublicRateLimiter {
             keyPrefix,
             points: UNBOUNDED_POINTS,
             duration: WINDOW_SECONDS,
-            insuranceLimiter: memory(`${keyPrefix}:insurance`),
+            // Disconnected: straight to the insurance count, without trying the command first.
+            rejectIfRedisNotReady: true,
+            insuranceLimiter: new CountedFallbackLimiter(
+              { keyPrefix: `${keyPrefix}:insurance`, points: UNBOUNDED_POINTS, duration: WINDOW_SECONDS },
+              this.fallbackCounter,
+            ),
           });
   }
 

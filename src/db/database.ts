@@ -6,13 +6,20 @@ import {
   Kysely,
   PostgresDialect,
   SqliteAdapter,
+  type SqliteDatabase as KyselySqliteDatabase,
   SqliteDialect,
-  type SqliteDialectConfig,
   sql,
 } from 'kysely';
 import pg from 'pg';
 import { CommitWatch } from './commit-watch.ts';
 import type { Database } from './schema.ts';
+import { type BusyRetryOptions, ServerSqliteDialect } from './sqlite-driver.ts';
+import {
+  isStoreUnavailable,
+  type MonitorLogger,
+  StoreMonitor,
+  StoreUnavailableError,
+} from './store-health.ts';
 
 export type Store = 'sqlite' | 'postgres';
 
@@ -24,8 +31,30 @@ export interface DatabaseHandle {
    * WAL mode only; `null` for PostgreSQL and in-memory SQLite, where every read must go to the store.
    */
   commitWatch: CommitWatch | null;
+  /** The server's outage monitor (`openServerDatabase`); `null` for the CLI's handle. */
+  monitor: StoreMonitor | null;
   destroy(): Promise<void>;
 }
+
+/**
+ * The server's deadline for one store call: a PostgreSQL connect or wait for a pooled connection,
+ * a PostgreSQL statement, a SQLite statement meeting another process's write lock.
+ */
+export const STORE_DEADLINE_MS = 2000;
+/**
+ * The client-side PostgreSQL deadline, counted from the moment a request asked the pool for the
+ * connection, so that waiting for a pooled connection and then for a stuck statement add up to no
+ * more than this. It lies after the server-side statement_timeout, which ends a stuck statement
+ * cleanly and keeps the connection; this one also covers a frozen server.
+ */
+const PG_CHECKOUT_BUDGET_MS = STORE_DEADLINE_MS + 500;
+/** What a statement is given at least, however long its request waited for the connection. */
+const PG_MIN_QUERY_MS = 500;
+/** When each checked-out connection was asked for (see `PG_CHECKOUT_BUDGET_MS`). */
+const checkoutStarts = new WeakMap<object, number>();
+const PG_POOL_SIZE = 10;
+/** Requests allowed to wait for a pooled connection; beyond that they fail at once (503). */
+const PG_MAX_WAITING = 50;
 
 // COUNT(*) and SUM() come back as int8; every count here fits a double exactly.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
@@ -34,20 +63,30 @@ export function storeOf(databaseUrl: string): Store {
   return databaseUrl.startsWith('sqlite:') ? 'sqlite' : 'postgres';
 }
 
-function openSqlite(databaseUrl: string): { db: Kysely<Database>; commitWatch: CommitWatch | null } {
+function openSqlite(
+  databaseUrl: string,
+  serverBusy: BusyRetryOptions | null,
+): { db: Kysely<Database>; commitWatch: CommitWatch | null } {
   const path = databaseUrl.slice('sqlite:'.length);
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  // Opening may wait for another process's lock (better-sqlite3 waits 5 s): nothing is served yet.
   const sqlite = new SqliteDatabase(path);
-  // WAL lets the CLI write while the server reads; busy_timeout makes writers queue, not fail.
+  // WAL lets the CLI write while the server reads.
   const journalMode = sqlite.pragma('journal_mode = WAL', { simple: true });
   sqlite.pragma('synchronous = NORMAL');
-  sqlite.pragma('busy_timeout = 5000');
+  // The CLI's writers queue inside SQLite (blocking is fine there); the server's never wait on
+  // the event loop: its driver retries SQLITE_BUSY asynchronously (`sqlite-driver.ts`).
+  sqlite.pragma(serverBusy === null ? 'busy_timeout = 5000' : 'busy_timeout = 0');
   sqlite.pragma('foreign_keys = ON');
   // Random-UUID primary keys spread inserts and lookups over the whole index: a page cache of 64 MiB
   // (a bound, not an allocation) keeps a million-row import off the disk.
   sqlite.pragma('cache_size = -65536');
+  const database = withStatementCache(sqlite);
   return {
-    db: new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) }),
+    db: new Kysely<Database>({
+      dialect:
+        serverBusy === null ? new SqliteDialect({ database }) : new ServerSqliteDialect(database, serverBusy),
+    }),
     // An in-memory database answers `memory`: it has no WAL and no other connection.
     commitWatch: journalMode === 'wal' ? new CommitWatch(path) : null,
   };
@@ -61,7 +100,7 @@ const STATEMENT_CACHE_SIZE = 256;
  * statements. A prepared statement is reusable as long as no two uses overlap, which holds here:
  * the driver runs statements synchronously and keeps the one connection locked while it streams.
  */
-function withStatementCache(sqlite: SqliteDatabase.Database): SqliteDialectConfig['database'] {
+function withStatementCache(sqlite: SqliteDatabase.Database): KyselySqliteDatabase {
   const statements = new Map<string, SqliteDatabase.Statement>();
   return {
     close: () => sqlite.close(),
@@ -135,32 +174,135 @@ export function preparedOnPostgres<R>(query: CompiledQuery<R>): CompiledQuery<R>
   return query;
 }
 
+interface QueryDeadline {
+  budgetMs: number;
+  monitor: StoreMonitor;
+}
+
 /** pg's client, running the SQL texts marked by `preparedOnPostgres` as named statements. */
 class PreparingClient extends pg.Client {
+  /** Set by the server's subclass (`openPostgres`); the CLI's queries have no deadline. */
+  protected queryDeadline: QueryDeadline | null = null;
+
   // pg's `query` has many overloads; this one passes every call on with the same arguments and
   // result, so its declared result (`never`) is only what satisfies all of them at once.
   override query(...args: unknown[]): never {
     const [text, values, ...rest] = args;
     const name = typeof text === 'string' ? preparedStatementNames.get(text) : undefined;
     const call = super.query as (...callArgs: unknown[]) => never;
-    return name !== undefined && Array.isArray(values)
-      ? call.call(this, { name, text, values }, ...rest)
-      : call.apply(this, args);
+    const result: unknown =
+      name !== undefined && Array.isArray(values)
+        ? call.call(this, { name, text, values }, ...rest)
+        : call.apply(this, args);
+    const deadline = this.queryDeadline;
+    if (deadline === null || !(result instanceof Promise)) return result as never;
+    const started = checkoutStarts.get(this) ?? Date.now();
+    const ms = Math.max(started + deadline.budgetMs - Date.now(), PG_MIN_QUERY_MS);
+    return this.withDeadline(result, ms, deadline.monitor) as never;
+  }
+
+  /**
+   * pg's own query_timeout only stops waiting: the connection stays stuck on the unanswered query
+   * and goes back to the pool. Past the deadline this ends the connection, so the pool opens a new
+   * one, and the caller gets a "store unavailable" error.
+   */
+  private withDeadline(pending: Promise<unknown>, ms: number, monitor: StoreMonitor): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        const error = new StoreUnavailableError(`PostgreSQL did not answer within ${ms} ms`);
+        monitor.report(error);
+        reject(error);
+        this.end().catch(() => {});
+      }, ms);
+      pending.then(
+        (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          monitor.report(error);
+          reject(error);
+        },
+      );
+    });
   }
 }
 
-function openPostgres(databaseUrl: string, onIdleError: (error: Error) => void): Kysely<Database> {
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: 10, Client: PreparingClient });
+function openPostgres(
+  databaseUrl: string,
+  onIdleError: (error: Error) => void,
+  monitor: StoreMonitor | null,
+): Kysely<Database> {
+  const deadline = monitor === null ? null : { budgetMs: PG_CHECKOUT_BUDGET_MS, monitor };
+  const pool = new pg.Pool({
+    connectionString: databaseUrl,
+    max: PG_POOL_SIZE,
+    Client: class extends PreparingClient {
+      protected override queryDeadline = deadline;
+    },
+    // Bounds both opening a connection and waiting for a pooled one.
+    ...(monitor === null
+      ? {}
+      : { connectionTimeoutMillis: STORE_DEADLINE_MS, statement_timeout: STORE_DEADLINE_MS }),
+  });
   // An idle connection whose server side went away (a restart, a failover, an administrator's
   // kill) is reported here; unhandled, it would end the process. The pool drops that connection
   // and opens a new one when next needed.
-  pool.on('error', onIdleError);
-  return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  pool.on('error', (error) => {
+    // During an outage every idle connection dies at once: the monitor's one line says it all.
+    if (monitor !== null && isStoreUnavailable(error)) monitor.report(error);
+    else onIdleError(error);
+  });
+  // pg-pool listens for 'error' only while a connection is idle; one that dies while checked out
+  // (between two queries, or with none running) would emit it unheard and end the process. Its
+  // query, if any, fails on its own, and the pool discards the connection when it comes back.
+  pool.on('connect', (client) => {
+    client.on('error', (error) => monitor?.report(error));
+  });
+  const bounded = {
+    async connect() {
+      if (monitor !== null && pool.waitingCount >= PG_MAX_WAITING) {
+        throw new StoreUnavailableError('too many requests are waiting for a PostgreSQL connection');
+      }
+      const started = Date.now();
+      try {
+        const client = await pool.connect();
+        checkoutStarts.set(client, started);
+        return client;
+      } catch (error) {
+        monitor?.report(error);
+        throw error;
+      }
+    },
+    end: () => pool.end(),
+  };
+  return new Kysely<Database>({ dialect: new PostgresDialect({ pool: bounded }) });
+}
+
+function handleOf(
+  store: Store,
+  db: Kysely<Database>,
+  commitWatch: CommitWatch | null,
+  monitor: StoreMonitor | null,
+): DatabaseHandle {
+  return {
+    db,
+    store,
+    commitWatch,
+    monitor,
+    async destroy() {
+      monitor?.close();
+      commitWatch?.close();
+      await db.destroy();
+    },
+  };
 }
 
 /**
- * Opens the store that DATABASE_URL names: `sqlite:PATH` or `postgres://…`. `onIdleError` hears
- * of PostgreSQL connections lost while idle (they are replaced, nothing fails).
+ * Opens the store that DATABASE_URL names: `sqlite:PATH` or `postgres://…`, for the CLI: no
+ * deadlines, SQLite writers wait for each other inside SQLite. `onIdleError` hears of PostgreSQL
+ * connections lost while idle (they are replaced, nothing fails).
  */
 export function openDatabase(
   databaseUrl: string,
@@ -169,15 +311,42 @@ export function openDatabase(
   const store = storeOf(databaseUrl);
   const { db, commitWatch } =
     store === 'sqlite'
-      ? openSqlite(databaseUrl)
-      : { db: openPostgres(databaseUrl, onIdleError), commitWatch: null };
-  return {
-    db,
-    store,
-    commitWatch,
-    async destroy() {
-      commitWatch?.close();
-      await db.destroy();
-    },
+      ? openSqlite(databaseUrl, null)
+      : { db: openPostgres(databaseUrl, onIdleError, null), commitWatch: null };
+  return handleOf(store, db, commitWatch, null);
+}
+
+export interface ServerDatabaseOptions {
+  /** Hears the one line per outage and per recovery. */
+  logger: MonitorLogger;
+  onIdleError?: (error: Error) => void;
+}
+
+/**
+ * Opens the store for the server: every call has a deadline (`STORE_DEADLINE_MS`), SQLite never
+ * waits on the event loop, a bounded queue for PostgreSQL connections, and a monitor that logs
+ * when the store becomes unavailable and when it is back.
+ */
+export function openServerDatabase(databaseUrl: string, options: ServerDatabaseOptions): DatabaseHandle {
+  const store = storeOf(databaseUrl);
+  let db: Kysely<Database> | null = null;
+  // A write probe for SQLite: reads go on while another process holds the write lock.
+  const probe = async () => {
+    if (db === null) return;
+    if (store === 'sqlite') await db.transaction().execute(async () => {});
+    else await sql`select 1`.execute(db);
   };
+  const monitor = new StoreMonitor(probe, options.logger);
+  const opened =
+    store === 'sqlite'
+      ? openSqlite(databaseUrl, {
+          deadlineMs: STORE_DEADLINE_MS,
+          onUnavailable: (error) => monitor.report(error),
+        })
+      : {
+          db: openPostgres(databaseUrl, options.onIdleError ?? (() => {}), monitor),
+          commitWatch: null,
+        };
+  db = opened.db;
+  return handleOf(store, opened.db, opened.commitWatch, monitor);
 }

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Provider } from 'oidc-provider';
 import { oauthClientRepository } from '../db/repositories/oauth-clients.ts';
+import { isStoreUnavailable } from '../db/store-health.ts';
 import { userRepository } from '../db/repositories/users.ts';
 import type { Database } from '../db/schema.ts';
 import { userMayUseAccount } from './accounts.ts';
@@ -27,10 +28,15 @@ export type AccessTokenVerifier = (token: string) => Promise<TokenPrincipal | nu
 
 export function accessTokenVerifier(provider: Provider, db: Kysely<Database>): AccessTokenVerifier {
   return async (value) => {
-    // Malformed values make the models throw; they are unknown tokens like any other.
+    // Malformed values make the models throw; they are unknown tokens like any other. A store
+    // that cannot answer says nothing about the token: that error goes on (503), or clients would
+    // throw valid tokens away.
     const find = async () =>
       (await provider.AccessToken.find(value)) ?? (await provider.ClientCredentials.find(value));
-    const token = await find().catch(() => undefined);
+    const token = await find().catch((error: unknown) => {
+      if (isStoreUnavailable(error)) throw error;
+      return undefined;
+    });
     if (token === undefined || token.isExpired || token.clientId === undefined) return null;
 
     const client = await oauthClientRepository.findWithPlanById(db, token.clientId);

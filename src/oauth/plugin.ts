@@ -4,6 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { SignInThrottle } from '../admin/sign-in-throttle.ts';
 import { oauthPayloadRepository } from '../db/repositories/oauth-payloads.ts';
+import { isStoreUnavailable, STORE_RETRY_AFTER_SECONDS } from '../db/store-health.ts';
 import { type AccessTokenVerifier, accessTokenVerifier } from './access-tokens.ts';
 import { interactionRoutes } from './interactions.ts';
 import { loadOauthKeys } from './keys.ts';
@@ -63,7 +64,28 @@ async function asRefreshGrant(req: IncomingMessage): Promise<IncomingMessage | n
 async function oauthPlugin(app: FastifyInstance): Promise<void> {
   const keys = await loadOauthKeys(app.db, app.config);
   const provider = await createOauthProvider(app.config.baseUrl, app.db, keys);
-  provider.on('server_error', (_ctx, error) => app.log.error({ err: error }, 'OAuth server error'));
+  // oidc-provider answers any error of its store as a 500 server_error; an outage is a 503 with
+  // Retry-After, so clients retry instead of giving up (and is logged once, by the store monitor).
+  const storeDown = new WeakSet<object>();
+  provider.on('server_error', (ctx, error) => {
+    if (isStoreUnavailable(error)) storeDown.add(ctx);
+    else app.log.error({ err: error }, 'OAuth server error');
+  });
+  provider.use(async (ctx, next) => {
+    try {
+      await next();
+    } catch (error) {
+      if (!isStoreUnavailable(error)) throw error;
+      storeDown.add(ctx);
+    }
+    // A redirect carries the error to the client's own page: left as the provider made it.
+    if (!storeDown.has(ctx) || (ctx.status >= 300 && ctx.status < 400)) return;
+    ctx.status = 503;
+    ctx.set('retry-after', String(STORE_RETRY_AFTER_SECONDS));
+    if (typeof ctx.body !== 'string') {
+      ctx.body = { error: 'temporarily_unavailable', error_description: 'Service temporarily unavailable' };
+    }
+  });
   const handle = provider.callback();
   const publicOrigin = new URL(app.config.baseUrl);
 

@@ -5,10 +5,13 @@ import { KeyLookup } from '../auth/key-lookup.ts';
 import { LastUseRecorder } from '../auth/last-use.ts';
 import { PublicRateLimiter } from '../auth/rate-limit.ts';
 import type { Config } from '../config.ts';
-import { type DatabaseHandle, openDatabase } from '../db/database.ts';
+import { type DatabaseHandle, openDatabase, openServerDatabase } from '../db/database.ts';
 import { migrateToLatest } from '../db/migrate.ts';
 import type { Database } from '../db/schema.ts';
+import { isStoreUnavailable } from '../db/store-health.ts';
 import { openRedis, redisReady } from '../redis.ts';
+
+const IN_MEMORY_SQLITE = 'sqlite::memory:';
 
 /** The long-lived resources of one server process, opened together and closed together. */
 export interface Services {
@@ -23,16 +26,25 @@ export interface Services {
 
 export async function openServices(
   config: Config,
-  logger: Pick<Logger, 'warn' | 'error'>,
+  logger: Pick<Logger, 'warn' | 'error'> & Partial<Pick<Logger, 'info'>>,
 ): Promise<Services> {
-  const database = openDatabase(config.databaseUrl, (error) =>
-    logger.warn({ err: error }, 'an idle PostgreSQL connection was lost; it will be replaced'),
-  );
-  try {
-    await migrateToLatest(database.db);
-  } catch (error) {
-    await database.destroy();
-    throw error;
+  await migrate(config.databaseUrl);
+  const database = openServerDatabase(config.databaseUrl, {
+    logger: {
+      warn: (details, message) => logger.warn(details, message),
+      info: (details, message) =>
+        logger.info === undefined ? logger.warn(details, message) : logger.info(details, message),
+    },
+    onIdleError: (error) =>
+      logger.warn({ err: error }, 'an idle PostgreSQL connection was lost; it will be replaced'),
+  });
+  if (config.databaseUrl === IN_MEMORY_SQLITE) {
+    try {
+      await migrateToLatest(database.db);
+    } catch (error) {
+      await database.destroy();
+      throw error;
+    }
   }
 
   const redis = config.redisUrl === null ? null : openRedis(config.redisUrl);
@@ -41,9 +53,10 @@ export async function openServices(
   }
   const rateLimiter = new PublicRateLimiter(redis);
 
-  const lastUse = new LastUseRecorder(database.db as Kysely<Database>, (error) =>
-    logger.error({ err: error }, 'could not record API key use'),
-  );
+  const lastUse = new LastUseRecorder(database.db as Kysely<Database>, (error) => {
+    // An outage is logged once by the store monitor; the uses wait for the next pass.
+    if (!isStoreUnavailable(error)) logger.error({ err: error }, 'could not record API key use');
+  });
 
   return {
     database,
@@ -57,4 +70,19 @@ export async function openServices(
       await database.destroy();
     },
   };
+}
+
+/**
+ * Migrations run on a handle of their own, without the server's deadlines: a migration may take
+ * longer than one request's store call should. An in-memory SQLite database exists only in its
+ * one handle, so `openServices` migrates it on the server's handle instead.
+ */
+async function migrate(databaseUrl: string): Promise<void> {
+  if (databaseUrl === IN_MEMORY_SQLITE) return;
+  const handle = openDatabase(databaseUrl);
+  try {
+    await migrateToLatest(handle.db);
+  } finally {
+    await handle.destroy();
+  }
 }

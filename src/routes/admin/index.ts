@@ -3,6 +3,7 @@ import formbody from '@fastify/formbody';
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { SignInThrottle } from '../../admin/sign-in-throttle.ts';
 import { INTEGRATIONS_PATH } from '../../admin/views/api-keys.ts';
+import { isStoreUnavailable, STORE_RETRY_AFTER_SECONDS } from '../../db/store-health.ts';
 import { messagePage } from '../../admin/views/message-page.ts';
 import { adminApiKeyRoutes } from './api-keys.ts';
 import { adminAssetRoutes } from './assets.ts';
@@ -38,6 +39,18 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
   });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
+    // Logged once per outage by the store monitor, not per request.
+    if (isStoreUnavailable(error)) {
+      reply.header('retry-after', STORE_RETRY_AFTER_SECONDS);
+      return sendPage(
+        reply,
+        503,
+        messagePage({
+          title: 'Temporarily unavailable',
+          message: 'The panel cannot reach its database right now. Please try again in a few seconds.',
+        }),
+      );
+    }
     const status = error.statusCode ?? 500;
     if (status >= 400 && status < 500) {
       return sendPage(reply, status, messagePage({ title: 'Request not accepted', message: error.message }));

@@ -1,0 +1,171 @@
+import {
+  type CompiledQuery,
+  type DatabaseConnection,
+  type Driver,
+  type QueryResult,
+  SqliteDialect,
+  type SqliteDatabase,
+} from 'kysely';
+import { StoreUnavailableError } from './store-health.ts';
+
+/**
+ * The server's SQLite driver. better-sqlite3 is synchronous, so SQLite's own busy timeout waits
+ * on the event loop: while a CLI import holds the write lock, one server write froze every request
+ * for seconds. Here the connection never waits inside SQLite (busy_timeout 0): a statement that
+ * meets SQLITE_BUSY is tried again after a short sleep, with the event loop free, until a deadline;
+ * past it the store counts as unavailable (503). Transactions begin with BEGIN IMMEDIATE, so the
+ * write lock is taken (or found busy) at BEGIN, where trying again is safe, and never halfway.
+ */
+
+export interface BusyRetryOptions {
+  /** How long one statement or BEGIN may keep meeting a busy lock before it fails. */
+  deadlineMs: number;
+  /** Hears of every failure past the deadline (the store monitor). */
+  onUnavailable(error: Error): void;
+}
+
+const FIRST_BACKOFF_MS = 2;
+const MAX_BACKOFF_MS = 50;
+
+function isBusy(error: unknown): boolean {
+  const code = error instanceof Error ? (error as Error & { code?: unknown }).code : undefined;
+  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+class ServerSqliteDriver implements Driver {
+  /** Serializes transactions: the one SQLite handle can hold one at a time. */
+  private transactionQueue: Promise<void> = Promise.resolve();
+  /** The connection whose transaction is open on the handle, and when it ends. */
+  private owner: ServerSqliteConnection | null = null;
+  private transactionEnded: Promise<void> = Promise.resolve();
+  private endTransaction: () => void = () => {};
+  private releaseQueue: () => void = () => {};
+
+  constructor(
+    private readonly database: SqliteDatabase,
+    private readonly options: BusyRetryOptions,
+  ) {}
+
+  async init(): Promise<void> {}
+
+  // Every use gets its own connection object over the one handle: a statement outside a
+  // transaction runs synchronously, so it needs no lock and never waits behind another one's
+  // busy retries, only behind an open transaction (it would otherwise become part of it).
+  async acquireConnection(): Promise<DatabaseConnection> {
+    return new ServerSqliteConnection(this);
+  }
+
+  async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    const previous = this.transactionQueue;
+    this.transactionQueue = new Promise((resolve) => {
+      this.releaseQueue = resolve;
+    });
+    const release = this.releaseQueue;
+    await previous;
+    try {
+      // The handle has no transaction open here: BEGIN IMMEDIATE either takes the write lock or
+      // meets SQLITE_BUSY having changed nothing.
+      await this.withBusyRetry(() => this.run('begin immediate', []));
+    } catch (error) {
+      release();
+      throw error;
+    }
+    this.owner = connection instanceof ServerSqliteConnection ? connection : null;
+    this.transactionEnded = new Promise((resolve) => {
+      this.endTransaction = () => {
+        this.owner = null;
+        resolve();
+        release();
+      };
+    });
+  }
+
+  async commitTransaction(): Promise<void> {
+    this.run('commit', []);
+    this.endTransaction();
+  }
+
+  async rollbackTransaction(): Promise<void> {
+    try {
+      this.run('rollback', []);
+    } finally {
+      this.endTransaction();
+    }
+  }
+
+  async releaseConnection(): Promise<void> {}
+
+  async destroy(): Promise<void> {
+    this.database.close();
+  }
+
+  async execute<R>(connection: ServerSqliteConnection, query: CompiledQuery): Promise<QueryResult<R>> {
+    if (this.owner === connection) return this.run<R>(query.sql, query.parameters);
+    return this.withBusyRetry(async () => {
+      // Re-checked before every try: a transaction may have begun while this one slept.
+      while (this.owner !== null) await this.transactionEnded;
+      return this.run<R>(query.sql, query.parameters);
+    });
+  }
+
+  private run<R>(sql: string, parameters: ReadonlyArray<unknown>): QueryResult<R> {
+    const statement = this.database.prepare(sql);
+    if (statement.reader) return { rows: statement.all(parameters) as R[] };
+    const { changes, lastInsertRowid } = statement.run(parameters);
+    return { numAffectedRows: BigInt(changes), insertId: BigInt(lastInsertRowid), rows: [] };
+  }
+
+  private async withBusyRetry<T>(attempt: () => T | Promise<T>): Promise<T> {
+    const deadline = Date.now() + this.options.deadlineMs;
+    let backoff = FIRST_BACKOFF_MS;
+    for (;;) {
+      try {
+        return await attempt();
+      } catch (error) {
+        if (!isBusy(error)) throw error;
+        const left = deadline - Date.now();
+        if (left <= 0) {
+          const unavailable = new StoreUnavailableError(
+            `SQLite database stayed locked by another writer for ${this.options.deadlineMs} ms`,
+            { cause: error },
+          );
+          this.options.onUnavailable(unavailable);
+          throw unavailable;
+        }
+        await sleep(Math.min(backoff, left));
+        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+      }
+    }
+  }
+}
+
+class ServerSqliteConnection implements DatabaseConnection {
+  constructor(private readonly driver: ServerSqliteDriver) {}
+
+  executeQuery<R>(compiledQuery: CompiledQuery): Promise<QueryResult<R>> {
+    return this.driver.execute<R>(this, compiledQuery);
+  }
+
+  // Rows are read in one go rather than through a live iterator: an open iterator would keep a
+  // cached prepared statement busy while other requests may run the same statement.
+  async *streamQuery<R>(compiledQuery: CompiledQuery): AsyncIterableIterator<QueryResult<R>> {
+    const { rows } = await this.executeQuery<R>(compiledQuery);
+    for (const row of rows) yield { rows: [row] };
+  }
+}
+
+/** Kysely's SQLite dialect with the server's driver in place of its own. */
+export class ServerSqliteDialect extends SqliteDialect {
+  constructor(
+    private readonly sqlite: SqliteDatabase,
+    private readonly busy: BusyRetryOptions,
+  ) {
+    super({ database: sqlite });
+  }
+
+  override createDriver(): Driver {
+    return new ServerSqliteDriver(this.sqlite, this.busy);
+  }
+}

@@ -1,0 +1,143 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import SqliteDatabase from 'better-sqlite3';
+import { sql } from 'kysely';
+import { openServerDatabase } from '../../src/db/database.ts';
+import { migrateToLatest } from '../../src/db/migrate.ts';
+import { isStoreUnavailable, StoreMonitor, StoreUnavailableError } from '../../src/db/store-health.ts';
+
+const withCode = (message: string, code: string) => Object.assign(new Error(message), { code });
+
+describe('isStoreUnavailable', () => {
+  test('outages are unavailable, query and input errors are not', () => {
+    for (const error of [
+      new StoreUnavailableError('deadline'),
+      withCode('connect ECONNREFUSED 127.0.0.1:5432', 'ECONNREFUSED'),
+      withCode('terminating connection due to administrator command', '57P01'),
+      withCode('the database system is starting up', '57P03'),
+      withCode('sorry, too many clients already', '53300'),
+      withCode('canceling statement due to statement timeout', '57014'),
+      withCode('connection failure', '08006'),
+      withCode('database "x" is not currently accepting connections', '55000'),
+      withCode('database is locked', 'SQLITE_BUSY'),
+      new Error('Connection terminated unexpectedly'),
+      new Error('timeout exceeded when trying to connect'),
+      new Error('wrapped', { cause: withCode('refused', 'ECONNREFUSED') }),
+    ]) {
+      assert.equal(isStoreUnavailable(error), true, error.message);
+    }
+    for (const error of [
+      withCode('duplicate key value violates unique constraint', '23505'),
+      withCode('relation "x" does not exist', '42P01'),
+      withCode('object is in use', '55000'),
+      withCode('UNIQUE constraint failed', 'SQLITE_CONSTRAINT_UNIQUE'),
+      new Error('anything else'),
+      'not an error',
+      null,
+    ]) {
+      assert.equal(isStoreUnavailable(error), false, String(error));
+    }
+  });
+});
+
+describe('StoreMonitor', () => {
+  test('one warn line when down however many failures, one info line when a probe succeeds', async () => {
+    const lines: string[] = [];
+    let healthy = false;
+    const monitor = new StoreMonitor(
+      async () => {
+        if (!healthy) throw new Error('still down');
+      },
+      { warn: (_d, m) => lines.push(`warn ${m}`), info: (_d, m) => lines.push(`info ${m}`) },
+      20,
+    );
+    try {
+      monitor.report(new Error('a bad query'));
+      assert.equal(monitor.available, true, 'an ordinary error is not an outage');
+      for (let i = 0; i < 100; i += 1) monitor.report(new StoreUnavailableError('down'));
+      assert.equal(monitor.available, false);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      healthy = true;
+      for (let i = 0; i < 50 && !monitor.available; i += 1) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      assert.equal(monitor.available, true);
+      assert.equal(lines.length, 2, lines.join('\n'));
+      assert.match(lines[0] ?? '', /^warn store unavailable/);
+      assert.match(lines[1] ?? '', /^info store available again/);
+    } finally {
+      monitor.close();
+    }
+  });
+});
+
+describe("the server's SQLite driver", () => {
+  test('a transaction waits for another writer asynchronously and succeeds once it is gone; reads go on meanwhile', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'safety-api-driver-'));
+    const path = join(dir, 'test.db');
+    const lines: string[] = [];
+    const handle = openServerDatabase(`sqlite:${path}`, {
+      logger: { warn: (_d, m) => lines.push(m), info: (_d, m) => lines.push(m) },
+    });
+    try {
+      await migrateToLatest(handle.db);
+      const other = new SqliteDatabase(path);
+      other.exec('BEGIN IMMEDIATE');
+      setTimeout(() => other.exec('COMMIT'), 500);
+
+      let ticks = 0;
+      const ticker = setInterval(() => {
+        ticks += 1;
+      }, 10);
+      const started = Date.now();
+      const write = handle.db.transaction().execute(async (trx) => {
+        await sql`insert into accounts (id, name, api_access, rate_limit_per_hour, created_at, updated_at)
+          values ('a1', 'A', 1, 10, '2026-01-01', '2026-01-01')`.execute(trx);
+      });
+      // A read while the transaction is still waiting for BEGIN IMMEDIATE.
+      const read = await sql<{ n: number }>`select count(*) as n from accounts`.execute(handle.db);
+      assert.equal(read.rows[0]?.n, 0);
+      assert.ok(Date.now() - started < 200, 'the read did not wait for the writer');
+      await write;
+      clearInterval(ticker);
+      other.close();
+      const elapsed = Date.now() - started;
+      assert.ok(elapsed >= 400 && elapsed < 2000, `committed after ${elapsed} ms`);
+      // The event loop ran all along: a blocking busy wait would have stopped the ticker.
+      assert.ok(ticks >= 20, `${ticks} ticks`);
+      const after = await sql<{ n: number }>`select count(*) as n from accounts`.execute(handle.db);
+      assert.equal(after.rows[0]?.n, 1);
+      assert.deepEqual(lines, [], 'a wait within the deadline is no outage');
+    } finally {
+      await handle.destroy();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('past the ~2 s deadline a write fails as "store unavailable"', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'safety-api-driver-'));
+    const path = join(dir, 'test.db');
+    const handle = openServerDatabase(`sqlite:${path}`, { logger: { warn: () => {}, info: () => {} } });
+    try {
+      await migrateToLatest(handle.db);
+      const other = new SqliteDatabase(path);
+      other.exec('BEGIN IMMEDIATE');
+      const started = Date.now();
+      await assert.rejects(
+        sql`insert into accounts (id, name, api_access, rate_limit_per_hour, created_at, updated_at)
+          values ('a1', 'A', 1, 10, '2026-01-01', '2026-01-01')`.execute(handle.db),
+        (error) => isStoreUnavailable(error),
+      );
+      const elapsed = Date.now() - started;
+      assert.ok(elapsed >= 1500 && elapsed < 3000, `failed after ${elapsed} ms`);
+      other.exec('ROLLBACK');
+      other.close();
+    } finally {
+      await handle.destroy();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

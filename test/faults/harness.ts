@@ -1,0 +1,159 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { Redis } from 'ioredis';
+import type { Kysely } from 'kysely';
+import pg from 'pg';
+import { buildApp } from '../../src/app.ts';
+import { type Config, loadConfig } from '../../src/config.ts';
+import type { Store } from '../../src/db/database.ts';
+import type { Database } from '../../src/db/schema.ts';
+import { openServices, type Services } from '../../src/services/index.ts';
+import { ADMIN_PG_URL, createTestDatabase } from '../helpers.ts';
+
+/**
+ * Support for fault tests: a redis-server of the test's own, a log that records what the server
+ * writes, and the whole application on a database of the test's own. Only processes started here
+ * are ever stopped or killed.
+ */
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      probe.close(() => resolve(typeof address === 'object' && address !== null ? address.port : 0));
+    });
+  });
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+export interface OwnRedis {
+  url: string;
+  process: ChildProcess;
+  /** A client of the test's own (no command timeout) to look at the counts. */
+  inspect(): Redis;
+  stop(): Promise<void>;
+}
+
+export async function startRedis(): Promise<OwnRedis> {
+  const port = await freePort();
+  const child = spawn('redis-server', ['--port', String(port), '--save', '', '--appendonly', 'no'], {
+    stdio: 'ignore',
+  });
+  const url = `redis://127.0.0.1:${port}`;
+  const clients: Redis[] = [];
+  const inspect = () => {
+    const client = new Redis(url, { lazyConnect: false, maxRetriesPerRequest: 1 });
+    client.on('error', () => {});
+    clients.push(client);
+    return client;
+  };
+  const probe = inspect();
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    try {
+      if ((await probe.ping()) === 'PONG') break;
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+    }
+    await sleep(50);
+  }
+  return {
+    url,
+    process: child,
+    inspect,
+    async stop() {
+      for (const client of clients) client.disconnect();
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGCONT');
+        const exited = new Promise((resolve) => child.once('exit', resolve));
+        child.kill('SIGKILL');
+        await exited;
+      }
+    },
+  };
+}
+
+export interface LogLine {
+  level: 'warn' | 'error' | 'info';
+  message: string;
+}
+
+/** A logger for `openServices` that keeps every line it is given. */
+export function recordingLogger() {
+  const lines: LogLine[] = [];
+  const line = (level: LogLine['level']) => (first: unknown, second?: unknown) => {
+    lines.push({ level, message: typeof first === 'string' ? first : String(second) });
+  };
+  return { lines, logger: { warn: line('warn'), error: line('error'), info: line('info') } };
+}
+
+export interface FaultContext {
+  app: FastifyInstance;
+  db: Kysely<Database>;
+  services: Services;
+  config: Config;
+  databaseUrl: string;
+  lines: LogLine[];
+  close(): Promise<void>;
+}
+
+/** As `createTestContext`, with the server's log lines recorded. */
+export async function createFaultContext(
+  store: Store,
+  env: Record<string, string> = {},
+): Promise<FaultContext> {
+  const database = await createTestDatabase(store);
+  const config = loadConfig({ LOG_LEVEL: 'silent', ...env, DATABASE_URL: database.url });
+  const { lines, logger } = recordingLogger();
+  const services = await openServices(config, logger);
+  const app = await buildApp(config, services);
+  await app.ready();
+  return {
+    app,
+    db: services.database.db,
+    services,
+    config,
+    databaseUrl: database.url,
+    lines,
+    async close() {
+      await app.close();
+      await services.close();
+      await database.drop();
+    },
+  };
+}
+
+/** Runs `work` on a connection of the test's own to the server that holds the test databases. */
+export async function withAdminClient<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: ADMIN_PG_URL });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
+export function databaseNameOf(databaseUrl: string): string {
+  return new URL(databaseUrl).pathname.slice(1);
+}
+
+/** Ends every session on the test's own database (never on any other). */
+export async function terminateBackends(databaseUrl: string): Promise<void> {
+  const name = databaseNameOf(databaseUrl);
+  if (!name.startsWith('safety_test_')) throw new Error(`refusing to touch database ${name}`);
+  await withAdminClient((client) =>
+    client.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1', [name]),
+  );
+}
+
+/** Runs `request` and measures how long it took. */
+export async function timed<T>(request: () => Promise<T>): Promise<{ result: T; ms: number }> {
+  const started = performance.now();
+  const result = await request();
+  return { result, ms: performance.now() - started };
+}

@@ -1,0 +1,97 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { bearer, STORES, seedAccount, seedKey } from '../helpers.ts';
+import { createFaultContext, type FaultContext, type OwnRedis, sleep, startRedis, timed } from './harness.ts';
+
+// Redis is store-independent: one store is enough to prove the fallback.
+const store = STORES[0] ?? 'sqlite';
+
+/** Generous bound for a request while Redis is frozen or gone: the command timeout is 200 ms. */
+const MAX_MS = 500;
+
+describe(`public rate limiter with Redis frozen or killed (${store})`, () => {
+  let redis: OwnRedis;
+  let ctx: FaultContext;
+  let rawKey: string;
+  let keyId: string;
+
+  before(async () => {
+    redis = await startRedis();
+    ctx = await createFaultContext(store, { REDIS_URL: redis.url });
+    const accountId = await seedAccount(ctx.db, { rate_limit_per_hour: 100_000 });
+    ({ rawKey, id: keyId } = await seedKey(ctx.db, accountId));
+  });
+  after(async () => {
+    await ctx?.close();
+    await redis?.stop();
+  });
+
+  const get = () =>
+    ctx.app.inject({ method: 'GET', url: '/api/v1/public/departments', headers: bearer(rawKey) });
+
+  async function fallbackCount(): Promise<number> {
+    const metrics = await ctx.app.inject({ method: 'GET', url: '/metrics' });
+    const line = /^rate_limiter_fallback_total (\d+)$/m.exec(metrics.body);
+    assert.ok(line, 'the fallback counter is exported');
+    return Number(line[1]);
+  }
+
+  async function countInRedis(): Promise<number> {
+    const client = redis.inspect();
+    const keys = await client.keys(`*${keyId}*`);
+    const values = await Promise.all(keys.map((k) => client.get(k)));
+    client.disconnect();
+    return values.reduce((sum, v) => sum + Number(v ?? 0), 0);
+  }
+
+  /** Requests for about `ms`, a few at a time: each must be 200 and quick. */
+  async function requestsFor(ms: number): Promise<number> {
+    const until = Date.now() + ms;
+    let answered = 0;
+    while (Date.now() < until && answered < 200) {
+      const batch = await Promise.all([1, 2, 3].map(() => timed(get)));
+      for (const { result, ms: took } of batch) {
+        assert.equal(result.statusCode, 200);
+        assert.ok(took < MAX_MS, `answered in ${Math.round(took)} ms`);
+        answered += 1;
+      }
+    }
+    return answered;
+  }
+
+  test('frozen (SIGSTOP) for ~3 s: every request 200 within ~0.5 s, counted in memory; then Redis again', async () => {
+    assert.equal((await get()).statusCode, 200);
+    assert.equal(await countInRedis(), 1, 'while Redis answers, requests are counted there');
+    const fallbackBefore = await fallbackCount();
+
+    redis.process.kill('SIGSTOP');
+    let answered: number;
+    try {
+      answered = await requestsFor(3000);
+    } finally {
+      redis.process.kill('SIGCONT');
+    }
+    assert.ok(answered >= 6, `${answered} requests answered during the freeze`);
+    assert.ok((await fallbackCount()) - fallbackBefore >= answered, 'each was counted by the fallback');
+
+    // Back: a request is counted in Redis again and no longer by the fallback (bounded wait).
+    let backInRedis = false;
+    for (let attempt = 0; attempt < 50 && !backInRedis; attempt += 1) {
+      const [fallback, counted] = [await fallbackCount(), await countInRedis()];
+      assert.equal((await get()).statusCode, 200);
+      backInRedis = (await fallbackCount()) === fallback && (await countInRedis()) > counted;
+      if (!backInRedis) await sleep(100);
+    }
+    assert.ok(backInRedis, 'counts go to Redis again after SIGCONT');
+  });
+
+  test('killed (SIGKILL): every request 200 within ~0.5 s, counted in memory', async () => {
+    const fallbackBefore = await fallbackCount();
+    const exited = new Promise((resolve) => redis.process.once('exit', resolve));
+    redis.process.kill('SIGKILL');
+    await exited;
+    const answered = await requestsFor(1500);
+    assert.ok(answered >= 6, `${answered} requests answered with Redis gone`);
+    assert.ok((await fallbackCount()) - fallbackBefore >= answered);
+  });
+});

@@ -1,0 +1,102 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import SqliteDatabase from 'better-sqlite3';
+import { apiKeyRepository } from '../../src/db/repositories/api-keys.ts';
+import { bearer, STORES, seedAccount, seedKey } from '../helpers.ts';
+import { AdminClient, seedUser as seedAdmin } from '../routes/admin/admin-helpers.ts';
+import { createFaultContext, type FaultContext, sleep, timed } from './harness.ts';
+
+/** Bound for a read while another process holds the write lock: no event-loop freeze. */
+const READ_MAX_MS = 300;
+/** Bound for a write meeting the lock: the busy deadline is ~2 s. */
+const WRITE_MAX_MS = 3000;
+
+if (STORES.includes('sqlite')) {
+  describe('SQLite write lock held by another process (BEGIN IMMEDIATE, ~4 s)', () => {
+    let ctx: FaultContext;
+    let rawKey: string;
+    let keyId: string;
+    let email: string;
+
+    before(async () => {
+      ctx = await createFaultContext('sqlite');
+      const accountId = await seedAccount(ctx.db, { rate_limit_per_hour: 100_000 });
+      ({ rawKey, id: keyId } = await seedKey(ctx.db, accountId));
+      ({ email } = await seedAdmin(ctx.db, accountId));
+    });
+    after(() => ctx?.close());
+
+    const get = () =>
+      ctx.app.inject({ method: 'GET', url: '/api/v1/public/departments', headers: bearer(rawKey) });
+
+    /** Another connection (as a CLI import would) holds the write lock until the returned call. */
+    function holdWriteLock(): () => void {
+      const other = new SqliteDatabase(ctx.databaseUrl.slice('sqlite:'.length));
+      other.exec('BEGIN IMMEDIATE');
+      const release = () => {
+        if (!other.open) return;
+        other.exec('COMMIT');
+        other.close();
+      };
+      // Never longer than ~4 s, even if the test fails halfway.
+      setTimeout(release, 4000).unref();
+      return release;
+    }
+
+    test('admin sign-in answers 503 + Retry-After within ~3 s while reads stay quick; later it signs in', async () => {
+      const admin = new AdminClient(ctx.app);
+      const form = await admin.get('/admin/sign-in');
+      assert.equal((await get()).statusCode, 200);
+
+      const release = holdWriteLock();
+      try {
+        const signIn = timed(() =>
+          admin.post('/admin/sign-in', {
+            _csrf: /name="_csrf" value="([^"]+)"/.exec(form.body)?.[1] ?? '',
+            email,
+            password: 'correct horse battery staple',
+          }),
+        );
+        // Reads issued while the sign-in keeps meeting the lock are answered at once.
+        await sleep(50);
+        for (let i = 0; i < 10; i += 1) {
+          const { result, ms } = await timed(get);
+          assert.equal(result.statusCode, 200);
+          assert.ok(ms < READ_MAX_MS, `read answered in ${Math.round(ms)} ms`);
+          await sleep(50);
+        }
+        const { result, ms } = await signIn;
+        assert.equal(result.statusCode, 503);
+        assert.ok(Number(result.headers['retry-after']) >= 1);
+        assert.match(String(result.headers['content-type']), /text\/html/);
+        assert.ok(ms < WRITE_MAX_MS, `sign-in answered in ${Math.round(ms)} ms`);
+      } finally {
+        release();
+      }
+      assert.equal((await admin.signIn(email)).statusCode, 303, 'signs in once the lock is gone');
+    });
+
+    test('the last-use flush gives up in ~2 s without freezing reads and keeps its uses for the next pass', async () => {
+      // Later than any use the requests above recorded: last_used_at only moves forward.
+      const usedAt = new Date(Date.now() + 3_600_000);
+      const release = holdWriteLock();
+      try {
+        ctx.services.lastUse.record(keyId, usedAt);
+        const flush = timed(() => ctx.services.lastUse.flush());
+        await sleep(50);
+        const read = await timed(get);
+        assert.equal(read.result.statusCode, 200);
+        assert.ok(read.ms < READ_MAX_MS, `read answered in ${Math.round(read.ms)} ms`);
+        const { ms } = await flush;
+        assert.ok(ms < WRITE_MAX_MS, `flush ended in ${Math.round(ms)} ms`);
+        const row = await apiKeyRepository.findById(ctx.db, keyId);
+        assert.notEqual(row?.last_used_at, usedAt.toISOString(), 'not written while locked');
+      } finally {
+        release();
+      }
+      await ctx.services.lastUse.flush();
+      const row = await apiKeyRepository.findById(ctx.db, keyId);
+      assert.equal(row?.last_used_at, usedAt.toISOString(), 'written by the next pass');
+    });
+  });
+}
