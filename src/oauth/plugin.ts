@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { PassThrough } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import { ApiError } from '../errors.ts';
 import { SignInThrottle } from '../admin/sign-in-throttle.ts';
 import { oauthPayloadRepository } from '../db/repositories/oauth-payloads.ts';
 import { isStoreUnavailable, STORE_RETRY_AFTER_SECONDS } from '../db/store-health.ts';
@@ -82,9 +83,8 @@ async function oauthPlugin(app: FastifyInstance): Promise<void> {
     if (!storeDown.has(ctx) || (ctx.status >= 300 && ctx.status < 400)) return;
     ctx.status = 503;
     ctx.set('retry-after', String(STORE_RETRY_AFTER_SECONDS));
-    if (typeof ctx.body !== 'string') {
-      ctx.body = { error: 'temporarily_unavailable', error_description: 'Service temporarily unavailable' };
-    }
+    // DESIGN's body on every surface; an HTML page (an error rendered for a browser) stays a page.
+    if (typeof ctx.body !== 'string') ctx.body = ApiError.storeUnavailable().body;
   });
   const handle = provider.callback();
   const publicOrigin = new URL(app.config.baseUrl);

@@ -222,7 +222,7 @@ if (STORES.includes('postgres')) {
 
           const token = await tokenPost();
           assertUnavailable(token, 'OAuth token endpoint');
-          assert.equal(JSON.parse(token.body).error, 'temporarily_unavailable');
+          assert.deepEqual(JSON.parse(token.body), UNAVAILABLE);
         }
         // The outage outlives a few probes (about one a second).
         await sleep(2500);
