@@ -2,8 +2,6 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import formbody from '@fastify/formbody';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Interaction, Provider } from 'oidc-provider';
-import type { SignInThrottle } from '../admin/sign-in-throttle.ts';
-import { hashPassword, verifyPassword } from '../auth/passwords.ts';
 import { userRepository } from '../db/repositories/users.ts';
 import { clientAccountId, userMayUseAccount } from './accounts.ts';
 import { OAUTH_PATH } from './provider.ts';
@@ -19,17 +17,11 @@ export interface InteractionOptions {
   provider: Provider;
   /** Secret for the form tokens (the first cookie key). */
   formTokenSecret: string;
-  /** Shared with the admin panel: both forms take the same credentials. */
-  throttle: SignInThrottle;
 }
 
 type Form = Record<string, string | undefined>;
 
 const EXPIRED = 'This sign-in request has expired or was already completed. Return to the app and try again.';
-
-// Checking a password for an unknown email costs as much as for a known one, so timing does not
-// tell which emails have accounts.
-let unknownUserHash: Promise<string> | undefined;
 
 function formToken(secret: string, uid: string): string {
   return createHmac('sha256', secret).update(`oauth-interaction:${uid}`).digest('base64url');
@@ -46,7 +38,7 @@ function sendPage(reply: FastifyReply, status: number, body: string): FastifyRep
 }
 
 export async function interactionRoutes(app: FastifyInstance, options: InteractionOptions): Promise<void> {
-  const { provider, formTokenSecret, throttle } = options;
+  const { provider, formTokenSecret } = options;
   if (!app.hasContentTypeParser('application/x-www-form-urlencoded')) await app.register(formbody);
 
   const actionUrl = (uid: string, action: string) => `${OAUTH_PATH}/interaction/${uid}/${action}`;
@@ -137,10 +129,18 @@ export async function interactionRoutes(app: FastifyInstance, options: Interacti
     const clientName = client.clientName ?? client.clientId;
     const email = (form.email ?? '').trim();
     const password = form.password ?? '';
-    const address = request.ip;
+    if (email === '' || password === '') {
+      return sendPage(
+        reply,
+        400,
+        renderSignIn(interaction, clientName, email, 'Enter your email and password.'),
+      );
+    }
 
-    const wait = await throttle.secondsToWait(email, address);
-    if (wait > 0) {
+    // The same sign-in, and the same count, as the admin panel's form.
+    const result = await app.signIn.attempt(app.db, { email, password, address: request.ip });
+    if (result.outcome === 'throttled') {
+      const wait = result.retryAfterSeconds;
       const minutes = Math.ceil(wait / 60);
       const message = `Too many failed sign-in attempts. Try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`;
       return sendPage(
@@ -149,19 +149,14 @@ export async function interactionRoutes(app: FastifyInstance, options: Interacti
         renderSignIn(interaction, clientName, email, message),
       );
     }
-
-    const user = email === '' ? undefined : await userRepository.findByEmail(app.db, email);
-    unknownUserHash ??= hashPassword('not a password of anyone');
-    const passwordOk = await verifyPassword(password, user?.password_hash ?? (await unknownUserHash));
-    if (user === undefined || !passwordOk || user.active !== 1) {
-      await throttle.recordFailure(email, address);
+    const user = result.outcome === 'signed-in' ? result.user : undefined;
+    if (user === undefined || user.active !== 1) {
       return sendPage(
         reply,
         401,
         renderSignIn(interaction, clientName, email, 'Email or password is incorrect.'),
       );
     }
-    await throttle.recordSuccess(email);
     if (!userMayUseAccount(user, clientAccountId(client))) {
       return sendPage(
         reply,

@@ -2,7 +2,6 @@ import type { IncomingMessage } from 'node:http';
 import { PassThrough } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { SignInThrottle } from '../admin/sign-in-throttle.ts';
 import { oauthPayloadRepository } from '../db/repositories/oauth-payloads.ts';
 import { type AccessTokenVerifier, accessTokenVerifier } from './access-tokens.ts';
 import { interactionRoutes } from './interactions.ts';
@@ -69,7 +68,6 @@ async function oauthPlugin(app: FastifyInstance): Promise<void> {
 
   app.decorate('verifyAccessToken', accessTokenVerifier(provider, app.db));
 
-  const throttle = SignInThrottle.create(app.redis);
   const prune = setInterval(() => {
     oauthPayloadRepository
       .deleteExpired(app.db, new Date().toISOString())
@@ -113,7 +111,6 @@ async function oauthPlugin(app: FastifyInstance): Promise<void> {
       await scope.register(interactionRoutes, {
         provider,
         formTokenSecret: keys.cookieKeys[0] as string,
-        throttle,
       });
       scope.route({
         method: [...HTTP_METHODS],
