@@ -110,6 +110,10 @@ export class Browser {
 
   constructor(readonly origin: string) {}
 
+  cookie(name: string): string | undefined {
+    return this.cookies.get(name);
+  }
+
   async request(url: string, form?: Record<string, string>): Promise<Response> {
     const headers: Record<string, string> = {};
     if (this.cookies.size > 0) {
