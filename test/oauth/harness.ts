@@ -67,7 +67,8 @@ export async function seedUser(
       account_id: accountId,
       name: overrides.name ?? `User ${id.slice(0, 8)}`,
       email,
-      role: overrides.role ?? 'manager',
+      // An Admin: the role that may approve account-wide data scopes, which most tests ask for.
+      role: overrides.role ?? 'admin',
       department: overrides.department === undefined ? 'Operations' : overrides.department,
       job_title: 'Shift lead',
       active: overrides.active ?? 1,
