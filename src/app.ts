@@ -6,6 +6,7 @@ import type { Kysely } from 'kysely';
 import type { KeyLookup } from './auth/key-lookup.ts';
 import type { LastUseRecorder } from './auth/last-use.ts';
 import type { PublicRateLimiter } from './auth/rate-limit.ts';
+import type { SignIn } from './auth/sign-in.ts';
 import type { Config } from './config.ts';
 import type { Database } from './db/schema.ts';
 import { registerErrorHandling } from './errors.ts';
@@ -24,6 +25,7 @@ declare module 'fastify' {
     keyLookup: KeyLookup;
     rateLimiter: PublicRateLimiter;
     lastUse: LastUseRecorder;
+    signIn: SignIn;
   }
 }
 
@@ -53,6 +55,7 @@ export async function buildApp(config: Config, services: Services): Promise<Fast
   app.decorate('keyLookup', services.keyLookup);
   app.decorate('rateLimiter', services.rateLimiter);
   app.decorate('lastUse', services.lastUse);
+  app.decorate('signIn', services.signIn);
   app.decorateRequest('apiKey', null as never);
 
   // Synchronous (callback style): an async hook would cost a promise and a tick on every request.

@@ -1,13 +1,12 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { hashPassword } from '../auth/passwords.ts';
 import { loadConfig } from '../config.ts';
-import { userRepository } from '../db/repositories/users.ts';
 import { DEMO_ACCOUNT_ID, DEMO_ADMIN_EMAIL, demoRecords, writeNdjson } from '../demo/demo-data.ts';
 import { InputError } from '../errors.ts';
 import { importFile } from '../import/import.ts';
 import { serve } from '../server.ts';
 import { apiKeyService } from '../services/api-key-service.ts';
+import { userService } from '../services/user-service.ts';
 import type { Io } from './command.ts';
 import { withDatabase } from './context.ts';
 
@@ -49,9 +48,7 @@ export async function demoCommand(_args: string[], io: Io): Promise<void> {
 
   const rawKey = await withDatabase(async (db) => {
     const counts = await importFile(db, DEMO_FILE);
-    const admin = await userRepository.findByEmail(db, DEMO_ADMIN_EMAIL);
-    if (admin !== undefined)
-      await userRepository.setPasswordHash(db, admin.id, await hashPassword(DEMO_PASSWORD));
+    await userService.setPassword(db, DEMO_ADMIN_EMAIL, DEMO_PASSWORD);
     io.out(
       `Demo account ${DEMO_ACCOUNT_ID}: ${counts.incident} incidents, ${counts.user} users, ` +
         `${counts.department} departments, ${counts.location} locations (${DEMO_DB}).`,

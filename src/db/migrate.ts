@@ -3,6 +3,7 @@ import * as initial from './migrations/0001_initial.ts';
 import * as adminSessions from './migrations/0002_admin_sessions.ts';
 import * as oauth from './migrations/0003_oauth.ts';
 import * as dropIncidentsCreatedIndex from './migrations/0004_drop_incidents_created_index.ts';
+import * as oauthHashedIds from './migrations/0005_oauth_hashed_ids.ts';
 import type { Database } from './schema.ts';
 
 /**
@@ -14,6 +15,7 @@ export const migrations: Record<string, Migration> = {
   '0002_admin_sessions': adminSessions,
   '0003_oauth': oauth,
   '0004_drop_incidents_created_index': dropIncidentsCreatedIndex,
+  '0005_oauth_hashed_ids': oauthHashedIds,
 };
 
 /** Applies pending migrations; throws with the failing migration's name and cause. */

@@ -120,13 +120,16 @@ export interface OauthClientsTable {
 export interface OauthPayloadsTable {
   /** oidc-provider model name: AccessToken, RefreshToken, Grant, Session, Interaction, … */
   model: string;
+  /** The model's id, or for bearer models (tokens, codes, sessions) the SHA-256 of it (hex). */
   id: string;
-  /** The model's payload as JSON text. */
+  /** The model's payload as JSON text, never holding a bearer model's raw id. */
   payload: string;
   grant_id: string | null;
   user_code: string | null;
   uid: string | null;
   expires_at: string | null;
+  /** The user the record acts for (the payload's accountId), so a new password can end them all. */
+  user_id: string | null;
   consumed_at: ColumnType<string | null, string | null | undefined, string | null>;
 }
 

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { Adapter, AdapterFactory, AdapterPayload } from 'oidc-provider';
 import { oauthClientRepository } from '../db/repositories/oauth-clients.ts';
@@ -81,26 +82,59 @@ class ClientAdapter implements Adapter {
   async revokeByGrantId(): Promise<void> {}
 }
 
+/**
+ * Models whose id is itself the credential a client or browser presents (tokens, codes, the
+ * provider session cookie): stored under the SHA-256 of the id, without the id in the payload, so
+ * a copy of the table opens nothing. Lookups hash what they are given.
+ */
+const BEARER_MODELS = new Set([
+  'AccessToken',
+  'RefreshToken',
+  'AuthorizationCode',
+  'ClientCredentials',
+  'Session',
+]);
+const sha256 = (value: string): string => createHash('sha256').update(value).digest('hex');
+
 class PayloadAdapter implements Adapter {
+  private readonly bearer: boolean;
+
   constructor(
     private readonly db: Kysely<Database>,
     private readonly model: string,
-  ) {}
+  ) {
+    this.bearer = BEARER_MODELS.has(model);
+  }
+
+  private storedId(id: string): string {
+    return this.bearer ? sha256(id) : id;
+  }
 
   async upsert(id: string, payload: AdapterPayload, expiresIn?: number): Promise<void> {
+    const stored: AdapterPayload = { ...payload };
+    if (this.bearer) delete stored.jti;
+    // An interaction copies its session's id (the session cookie) into `session.cookie`; nothing
+    // reads it back, so it is not kept.
+    if (stored.session !== undefined) {
+      const { cookie: _cookie, ...session } = stored.session;
+      stored.session = session;
+    }
     await oauthPayloadRepository.upsert(this.db, {
       model: this.model,
-      id,
-      payload: JSON.stringify(payload),
+      id: this.storedId(id),
+      payload: JSON.stringify(stored),
       grant_id: payload.grantId ?? null,
       user_code: payload.userCode ?? null,
       uid: payload.uid ?? null,
+      user_id: payload.accountId ?? payload.session?.accountId ?? null,
       expires_at: expiresIn === undefined ? null : isoFromNow(expiresIn),
     });
   }
 
-  find(id: string): Promise<AdapterPayload | undefined> {
-    return this.findBy('id', id);
+  async find(id: string): Promise<AdapterPayload | undefined> {
+    const payload = await this.findBy('id', this.storedId(id));
+    // The provider needs the id back on the model; it is the value it was just given.
+    return payload === undefined || !this.bearer ? payload : { ...payload, jti: id };
   }
 
   findByUid(uid: string): Promise<AdapterPayload | undefined> {
@@ -111,12 +145,24 @@ class PayloadAdapter implements Adapter {
     return this.findBy('user_code', userCode);
   }
 
+  /**
+   * Only the first use of a code or refresh token consumes it. oidc-provider reads `consumed`,
+   * then consumes: two concurrent uses both read "not consumed", so the loser is found here, by the
+   * conditional update, and treated as the reuse it is: the grant is revoked, and invalid_grant.
+   */
   async consume(id: string): Promise<void> {
-    await oauthPayloadRepository.consume(this.db, this.model, id, new Date().toISOString());
+    const storedId = this.storedId(id);
+    if (await oauthPayloadRepository.consume(this.db, this.model, storedId, new Date().toISOString())) return;
+    const grantId = await oauthPayloadRepository.grantIdOf(this.db, this.model, storedId);
+    if (grantId !== null) await oauthPayloadRepository.revokeGrant(this.db, grantId);
+    const { errors } = await import('oidc-provider');
+    throw new errors.InvalidGrant(
+      `${this.model === 'RefreshToken' ? 'refresh token' : 'grant'} already used`,
+    );
   }
 
   async destroy(id: string): Promise<void> {
-    await oauthPayloadRepository.delete(this.db, this.model, id);
+    await oauthPayloadRepository.delete(this.db, this.model, this.storedId(id));
   }
 
   async revokeByGrantId(grantId: string): Promise<void> {

@@ -2,12 +2,12 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import formbody from '@fastify/formbody';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Interaction, Provider } from 'oidc-provider';
-import type { SignInThrottle } from '../admin/sign-in-throttle.ts';
-import { hashPassword, verifyPassword } from '../auth/passwords.ts';
-import { userRepository } from '../db/repositories/users.ts';
+import { roleName } from '../admin/access.ts';
+import { type UserAccountRow, userRepository } from '../db/repositories/users.ts';
 import { clientAccountId, userMayUseAccount } from './accounts.ts';
 import { OAUTH_PATH } from './provider.ts';
-import { consentPage, messagePage, PAGE_SECURITY_HEADERS, signInPage } from './views.ts';
+import { ACCOUNT_DATA_APPROVER_ROLES, ACCOUNT_DATA_SCOPES } from './scopes.ts';
+import { approvalRefusedPage, consentPage, messagePage, PAGE_SECURITY_HEADERS, signInPage } from './views.ts';
 
 /**
  * The sign-in and consent pages of the authorization server, served by the product. Each POST
@@ -19,17 +19,36 @@ export interface InteractionOptions {
   provider: Provider;
   /** Secret for the form tokens (the first cookie key). */
   formTokenSecret: string;
-  /** Shared with the admin panel: both forms take the same credentials. */
-  throttle: SignInThrottle;
 }
 
 type Form = Record<string, string | undefined>;
 
 const EXPIRED = 'This sign-in request has expired or was already completed. Return to the app and try again.';
 
-// Checking a password for an unknown email costs as much as for a known one, so timing does not
-// tell which emails have accounts.
-let unknownUserHash: Promise<string> | undefined;
+const VENDOR_SUPPORT_REFUSAL = 'Vendor support users cannot connect partner apps to a customer account.';
+
+const requestedScopes = (interaction: Interaction): string[] =>
+  String(interaction.params.scope ?? '')
+    .split(' ')
+    .filter((scope) => scope !== '');
+
+/**
+ * Why this person may not approve what the app asks for, or null if they may. An app asking for
+ * account-wide data is refused as a whole rather than granted less than it asked for: an app that
+ * silently gets fewer scopes fails later, far from the reason.
+ */
+function approvalRefusal(user: UserAccountRow, scopes: string[]): string | null {
+  if (user.active !== 1) return 'Your user account is deactivated.';
+  if (user.vendor_support === 1) return VENDOR_SUPPORT_REFUSAL;
+  const data = scopes.filter((scope) => ACCOUNT_DATA_SCOPES.includes(scope));
+  if (data.length > 0 && !ACCOUNT_DATA_APPROVER_ROLES.includes(user.role)) {
+    return (
+      `The app asks to read your organization's data (${data.join(', ')}). Only an Admin or ` +
+      `Super Admin can allow that, and your role is ${roleName(user.role)}. Ask an Admin to connect the app.`
+    );
+  }
+  return null;
+}
 
 function formToken(secret: string, uid: string): string {
   return createHmac('sha256', secret).update(`oauth-interaction:${uid}`).digest('base64url');
@@ -46,7 +65,7 @@ function sendPage(reply: FastifyReply, status: number, body: string): FastifyRep
 }
 
 export async function interactionRoutes(app: FastifyInstance, options: InteractionOptions): Promise<void> {
-  const { provider, formTokenSecret, throttle } = options;
+  const { provider, formTokenSecret } = options;
   if (!app.hasContentTypeParser('application/x-www-form-urlencoded')) await app.register(formbody);
 
   const actionUrl = (uid: string, action: string) => `${OAUTH_PATH}/interaction/${uid}/${action}`;
@@ -100,6 +119,19 @@ export async function interactionRoutes(app: FastifyInstance, options: Interacti
     });
   }
 
+  function sendRefusal(reply: FastifyReply, interaction: Interaction, clientName: string, reason: string) {
+    return sendPage(
+      reply,
+      403,
+      approvalRefusedPage({
+        abortAction: actionUrl(interaction.uid, 'abort'),
+        csrfToken: formToken(formTokenSecret, interaction.uid),
+        clientName,
+        reason,
+      }),
+    );
+  }
+
   app.get('/interaction/:uid', async (request, reply) => {
     const interaction = await currentInteraction(request, reply);
     if (interaction === null) return reply;
@@ -110,6 +142,9 @@ export async function interactionRoutes(app: FastifyInstance, options: Interacti
       return sendPage(reply, 200, renderSignIn(interaction, clientName, '', null));
     }
     const user = await userRepository.findById(app.db, String(interaction.session?.accountId));
+    if (user === undefined) return sendPage(reply, 400, messagePage('Sign-in expired', EXPIRED));
+    const refusal = approvalRefusal(user, requestedScopes(interaction));
+    if (refusal !== null) return sendRefusal(reply, interaction, clientName, refusal);
     return sendPage(
       reply,
       200,
@@ -118,10 +153,8 @@ export async function interactionRoutes(app: FastifyInstance, options: Interacti
         abortAction: actionUrl(interaction.uid, 'abort'),
         csrfToken: formToken(formTokenSecret, interaction.uid),
         clientName,
-        userName: user?.name ?? '',
-        scopes: String(interaction.params.scope ?? '')
-          .split(' ')
-          .filter((s) => s !== ''),
+        userName: user.name,
+        scopes: requestedScopes(interaction),
       }),
     );
   });
@@ -137,10 +170,18 @@ export async function interactionRoutes(app: FastifyInstance, options: Interacti
     const clientName = client.clientName ?? client.clientId;
     const email = (form.email ?? '').trim();
     const password = form.password ?? '';
-    const address = request.ip;
+    if (email === '' || password === '') {
+      return sendPage(
+        reply,
+        400,
+        renderSignIn(interaction, clientName, email, 'Enter your email and password.'),
+      );
+    }
 
-    const wait = await throttle.secondsToWait(email, address);
-    if (wait > 0) {
+    // The same sign-in, and the same count, as the admin panel's form.
+    const result = await app.signIn.attempt(app.db, { email, password, address: request.ip });
+    if (result.outcome === 'throttled') {
+      const wait = result.retryAfterSeconds;
       const minutes = Math.ceil(wait / 60);
       const message = `Too many failed sign-in attempts. Try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`;
       return sendPage(
@@ -149,19 +190,17 @@ export async function interactionRoutes(app: FastifyInstance, options: Interacti
         renderSignIn(interaction, clientName, email, message),
       );
     }
-
-    const user = email === '' ? undefined : await userRepository.findByEmail(app.db, email);
-    unknownUserHash ??= hashPassword('not a password of anyone');
-    const passwordOk = await verifyPassword(password, user?.password_hash ?? (await unknownUserHash));
-    if (user === undefined || !passwordOk || user.active !== 1) {
-      await throttle.recordFailure(email, address);
+    const user = result.outcome === 'signed-in' ? result.user : undefined;
+    if (user === undefined || user.active !== 1) {
       return sendPage(
         reply,
         401,
         renderSignIn(interaction, clientName, email, 'Email or password is incorrect.'),
       );
     }
-    await throttle.recordSuccess(email);
+    if (user.vendor_support === 1) {
+      return sendPage(reply, 403, renderSignIn(interaction, clientName, '', VENDOR_SUPPORT_REFUSAL));
+    }
     if (!userMayUseAccount(user, clientAccountId(client))) {
       return sendPage(
         reply,
@@ -169,6 +208,11 @@ export async function interactionRoutes(app: FastifyInstance, options: Interacti
         renderSignIn(interaction, clientName, '', `${clientName} is not registered for your organization.`),
       );
     }
+
+    // Checked here too, not only on the consent page: a grant approved earlier (before a
+    // demotion, say) would skip the consent page altogether.
+    const refusal = approvalRefusal(user, requestedScopes(interaction));
+    if (refusal !== null) return sendRefusal(reply, interaction, clientName, refusal);
 
     reply.hijack();
     await provider.interactionFinished(
@@ -186,6 +230,22 @@ export async function interactionRoutes(app: FastifyInstance, options: Interacti
     const accountId = interaction.session?.accountId;
     if (interaction.prompt.name !== 'consent' || accountId === undefined) {
       return sendPage(reply, 400, messagePage('Sign-in expired', EXPIRED));
+    }
+
+    const user = await userRepository.findById(app.db, accountId);
+    const refusal =
+      user === undefined
+        ? 'Your user account no longer exists.'
+        : approvalRefusal(user, requestedScopes(interaction));
+    if (refusal !== null) {
+      reply.hijack();
+      await provider.interactionFinished(
+        request.raw,
+        reply.raw,
+        { error: 'access_denied', error_description: refusal },
+        { mergeWithLastSubmission: false },
+      );
+      return reply;
     }
 
     const clientId = String(interaction.params.client_id);

@@ -2,10 +2,9 @@ import type { IncomingMessage } from 'node:http';
 import { PassThrough } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { ApiError } from '../errors.ts';
-import { SignInThrottle } from '../admin/sign-in-throttle.ts';
 import { oauthPayloadRepository } from '../db/repositories/oauth-payloads.ts';
 import { isStoreUnavailable, STORE_RETRY_AFTER_SECONDS } from '../db/store-health.ts';
+import { ApiError } from '../errors.ts';
 import { type AccessTokenVerifier, accessTokenVerifier } from './access-tokens.ts';
 import { interactionRoutes } from './interactions.ts';
 import { loadOauthKeys } from './keys.ts';
@@ -91,7 +90,6 @@ async function oauthPlugin(app: FastifyInstance): Promise<void> {
 
   app.decorate('verifyAccessToken', accessTokenVerifier(provider, app.db));
 
-  const throttle = SignInThrottle.create(app.redis);
   const prune = setInterval(() => {
     oauthPayloadRepository
       .deleteExpired(app.db, new Date().toISOString())
@@ -135,7 +133,6 @@ async function oauthPlugin(app: FastifyInstance): Promise<void> {
       await scope.register(interactionRoutes, {
         provider,
         formTokenSecret: keys.cookieKeys[0] as string,
-        throttle,
       });
       scope.route({
         method: [...HTTP_METHODS],

@@ -17,6 +17,14 @@ export type WiderApiResource = (typeof WIDER_API_RESOURCES)[number];
 export const apiScopeFor = (resource: WiderApiResource): string => `${resource}:read`;
 
 export const API_SCOPES = WIDER_API_RESOURCES.map(apiScopeFor);
+
+/**
+ * Scopes that read the whole account's data rather than the signed-in person's own: every API
+ * scope (a new list of the wider API, such as `changes:read`, joins through WIDER_API_RESOURCES).
+ * Only these roles may approve them for a partner app; other roles may approve the OpenID scopes.
+ */
+export const ACCOUNT_DATA_SCOPES: readonly string[] = API_SCOPES;
+export const ACCOUNT_DATA_APPROVER_ROLES: readonly string[] = ['super_admin', 'admin'];
 export const ALL_SCOPES = [...Object.keys(CLAIMS_BY_SCOPE), ...API_SCOPES];
 
 /** What the consent page says each scope grants. */

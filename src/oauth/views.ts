@@ -79,6 +79,21 @@ export function consentPage(input: {
   );
 }
 
+/** Access a person may not approve: why, and the one way on, back to the app (access_denied). */
+export function approvalRefusedPage(input: {
+  abortAction: string;
+  csrfToken: string;
+  clientName: string;
+  reason: string;
+}): string {
+  return page(
+    'Access not allowed',
+    html`<h1>${input.clientName} cannot be connected with your account</h1>
+${errorBlock(input.reason)}
+<form method="post" action="${input.abortAction}"><input type="hidden" name="csrf_token" value="${input.csrfToken}"><button type="submit">Return to ${input.clientName}</button></form>`,
+  );
+}
+
 export function messagePage(title: string, message: string): string {
   return page(title, html`<h1>${title}</h1>${errorBlock(message)}`);
 }

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { KeyLookup } from '../auth/key-lookup.ts';
 import { LastUseRecorder } from '../auth/last-use.ts';
 import { PublicRateLimiter } from '../auth/rate-limit.ts';
+import { SignIn } from '../auth/sign-in.ts';
 import type { Config } from '../config.ts';
 import { type DatabaseHandle, openDatabase, openServerDatabase } from '../db/database.ts';
 import { migrateToLatest } from '../db/migrate.ts';
@@ -21,6 +22,8 @@ export interface Services {
   keyLookup: KeyLookup;
   rateLimiter: PublicRateLimiter;
   lastUse: LastUseRecorder;
+  /** The one sign-in throttle of the process, shared by the admin panel and the OAuth sign-in. */
+  signIn: SignIn;
   close(): Promise<void>;
 }
 
@@ -64,6 +67,7 @@ export async function openServices(
     keyLookup: new KeyLookup(database.db, database.commitWatch),
     rateLimiter,
     lastUse,
+    signIn: SignIn.create(redis),
     async close() {
       await lastUse.close();
       redis?.disconnect();

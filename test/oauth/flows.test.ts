@@ -26,7 +26,7 @@ for (const store of STORES) {
     before(async () => {
       server = await startOauthServer(store);
       accountId = await seedAccount(server.ctx.db);
-      user = await seedUser(server.ctx.db, accountId, { name: 'Dana Reyes', role: 'manager' });
+      user = await seedUser(server.ctx.db, accountId, { name: 'Dana Reyes', role: 'admin' });
       confidential = await seedClient(server.ctx.db, accountId);
     });
     after(() => server.close());
@@ -72,7 +72,7 @@ for (const store of STORES) {
         sub: user.id,
         name: 'Dana Reyes',
         email: user.email,
-        role: 'manager',
+        role: 'admin',
         department: 'Operations',
         job_title: 'Shift lead',
       });

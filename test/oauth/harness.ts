@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:net';
 import type { Kysely } from 'kysely';
 import * as oidc from 'openid-client';
-import { hashPassword } from '../../src/auth/passwords.ts';
+import { cheapPasswordHash } from '../auth/password-fixtures.ts';
 import type { Store } from '../../src/db/database.ts';
 import type { Database } from '../../src/db/schema.ts';
 import { oauthClientService } from '../../src/oauth/clients.ts';
@@ -38,10 +38,10 @@ function freePort(): Promise<number> {
 }
 
 /** The app listening on a free port of 127.0.0.1, with BASE_URL set to that address. */
-export async function startOauthServer(store: Store): Promise<OauthServer> {
+export async function startOauthServer(store: Store, env: Record<string, string> = {}): Promise<OauthServer> {
   const port = await freePort();
   const baseUrl = `http://127.0.0.1:${port}`;
-  const ctx = await createTestContext(store, { BASE_URL: baseUrl });
+  const ctx = await createTestContext(store, { ...env, BASE_URL: baseUrl });
   await ctx.app.listen({ port, host: '127.0.0.1' });
   return { ctx, baseUrl, issuer: new URL(`${baseUrl}${OAUTH_PATH}`), close: () => ctx.close() };
 }
@@ -55,6 +55,7 @@ export async function seedUser(
     role: string;
     department: string | null;
     active: number;
+    vendor_support: number;
   }> = {},
 ): Promise<{ id: string; email: string }> {
   const id = randomUUID();
@@ -66,12 +67,13 @@ export async function seedUser(
       account_id: accountId,
       name: overrides.name ?? `User ${id.slice(0, 8)}`,
       email,
-      role: overrides.role ?? 'manager',
+      // An Admin: the role that may approve account-wide data scopes, which most tests ask for.
+      role: overrides.role ?? 'admin',
       department: overrides.department === undefined ? 'Operations' : overrides.department,
       job_title: 'Shift lead',
       active: overrides.active ?? 1,
-      vendor_support: 0,
-      password_hash: await hashPassword(PASSWORD),
+      vendor_support: overrides.vendor_support ?? 0,
+      password_hash: cheapPasswordHash(PASSWORD),
       created_at: '2026-01-01T00:00:00.000Z',
     })
     .execute();
@@ -108,6 +110,10 @@ export class Browser {
   private readonly cookies = new Map<string, string>();
 
   constructor(readonly origin: string) {}
+
+  cookie(name: string): string | undefined {
+    return this.cookies.get(name);
+  }
 
   async request(url: string, form?: Record<string, string>): Promise<Response> {
     const headers: Record<string, string> = {};

@@ -83,6 +83,11 @@ export const adminSessionRepository = {
     await db.deleteFrom('admin_sessions').where('id_hash', '=', idHash).execute();
   },
 
+  /** Every session of the user, when their password changes. */
+  async deleteByUserId(db: Kysely<Database>, userId: string): Promise<void> {
+    await db.deleteFrom('admin_sessions').where('user_id', '=', userId).execute();
+  },
+
   /** Removes sessions past their absolute end or idle since before `idleCutoff`. */
   async deleteExpired(db: Kysely<Database>, now: string, idleCutoff: string): Promise<void> {
     await db

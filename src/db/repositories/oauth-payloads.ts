@@ -18,6 +18,7 @@ export const oauthPayloadRepository = {
           user_code: eb.ref('excluded.user_code'),
           uid: eb.ref('excluded.uid'),
           expires_at: eb.ref('excluded.expires_at'),
+          user_id: eb.ref('excluded.user_id'),
         })),
       )
       .execute();
@@ -40,13 +41,44 @@ export const oauthPayloadRepository = {
       .executeTakeFirst();
   },
 
-  async consume(db: Kysely<Database>, model: string, id: string, now: string): Promise<void> {
-    await db
+  /**
+   * Marks the row consumed only if it is not yet: true for the one caller that did, false when
+   * another use came first (or the row is gone), so two concurrent uses never both win.
+   */
+  async consume(db: Kysely<Database>, model: string, id: string, now: string): Promise<boolean> {
+    const result = await db
       .updateTable('oauth_payloads')
       .set({ consumed_at: now })
       .where('model', '=', model)
       .where('id', '=', id)
+      .where('consumed_at', 'is', null)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  },
+
+  async grantIdOf(db: Kysely<Database>, model: string, id: string): Promise<string | null> {
+    const row = await db
+      .selectFrom('oauth_payloads')
+      .select('grant_id')
+      .where('model', '=', model)
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return row?.grant_id ?? null;
+  },
+
+  /** A grant and everything issued under it: codes, tokens and the Grant record itself. */
+  async revokeGrant(db: Kysely<Database>, grantId: string): Promise<void> {
+    await db
+      .deleteFrom('oauth_payloads')
+      .where((eb) =>
+        eb.or([eb('grant_id', '=', grantId), eb.and([eb('model', '=', 'Grant'), eb('id', '=', grantId)])]),
+      )
       .execute();
+  },
+
+  /** Every record acting for the user: grants, tokens, codes, provider sessions, interactions. */
+  async deleteByUserId(db: Kysely<Database>, userId: string): Promise<void> {
+    await db.deleteFrom('oauth_payloads').where('user_id', '=', userId).execute();
   },
 
   async delete(db: Kysely<Database>, model: string, id: string): Promise<void> {

@@ -71,6 +71,16 @@ export const userRepository = {
     await db.updateTable('users').set({ password_hash: passwordHash }).where('id', '=', id).execute();
   },
 
+  /** Replaces the hash only while it is still `previous`, so a password set meanwhile is kept. */
+  async replacePasswordHash(db: Kysely<Database>, id: string, previous: string, next: string): Promise<void> {
+    await db
+      .updateTable('users')
+      .set({ password_hash: next })
+      .where('id', '=', id)
+      .where('password_hash', '=', previous)
+      .execute();
+  },
+
   /** Existing users whose email (case-insensitively) is one of `emails`. */
   async findIdsByEmails(db: Kysely<Database>, emails: string[]): Promise<{ id: string; email: string }[]> {
     if (emails.length === 0) return [];

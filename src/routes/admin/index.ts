@@ -1,7 +1,6 @@
 import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { SignInThrottle } from '../../admin/sign-in-throttle.ts';
 import { INTEGRATIONS_PATH } from '../../admin/views/api-keys.ts';
 import { isStoreUnavailable, STORE_RETRY_AFTER_SECONDS } from '../../db/store-health.ts';
 import { messagePage } from '../../admin/views/message-page.ts';
@@ -31,8 +30,6 @@ const SECURITY_HEADERS = {
 export async function adminRoutes(app: FastifyInstance): Promise<void> {
   await app.register(cookie);
   await app.register(formbody);
-
-  const throttle = SignInThrottle.create(app.redis);
 
   app.addHook('onRequest', async (_request, reply) => {
     reply.headers(SECURITY_HEADERS);
@@ -82,6 +79,6 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
   app.get('/', async (_request, reply) => reply.redirect(INTEGRATIONS_PATH, 303));
 
   await app.register(adminAssetRoutes);
-  await app.register(adminSignInRoutes, { throttle });
+  await app.register(adminSignInRoutes);
   await app.register(signedInArea(adminApiKeyRoutes, adminOauthClientRoutes));
 }

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { principalOfUser, refusalReason } from '../../admin/access.ts';
 import { CSRF_FIELD, csrfTokenMatches, newCsrfToken } from '../../admin/csrf.ts';
@@ -10,22 +9,11 @@ import {
   SIGN_IN_COOKIE,
   startSession,
 } from '../../admin/sessions.ts';
-import type { SignInThrottle } from '../../admin/sign-in-throttle.ts';
 import { INTEGRATIONS_PATH } from '../../admin/views/api-keys.ts';
 import { csrfFailurePage, refusalPage } from '../../admin/views/message-page.ts';
 import { SIGN_IN_PATH, signInPage } from '../../admin/views/sign-in.ts';
-import { hashPassword, verifyPassword } from '../../auth/passwords.ts';
 import { accountRepository } from '../../db/repositories/accounts.ts';
-import { userRepository } from '../../db/repositories/users.ts';
 import { sendPage } from './responses.ts';
-
-// Unknown emails are checked against this hash too, so the response time does not tell an
-// attacker which emails have an account.
-let decoyHash: Promise<string> | undefined;
-function decoyPasswordHash(): Promise<string> {
-  decoyHash ??= hashPassword(randomBytes(32).toString('hex'));
-  return decoyHash;
-}
 
 /** The sign-in form's CSRF token: the one the browser already holds, or a new one. */
 function signInToken(request: FastifyRequest, reply: FastifyReply): string {
@@ -42,12 +30,7 @@ function waitDescription(seconds: number): string {
   return `${minutes} minute${minutes === 1 ? '' : 's'}`;
 }
 
-export async function adminSignInRoutes(
-  app: FastifyInstance,
-  options: { throttle: SignInThrottle },
-): Promise<void> {
-  const { throttle } = options;
-
+export async function adminSignInRoutes(app: FastifyInstance): Promise<void> {
   app.get<{ Querystring: { 'signed-out'?: string } }>('/sign-in', async (request, reply) => {
     const session = await loadSession(request);
     if (session !== null && refusalReason(session.principal) === null) {
@@ -68,22 +51,17 @@ export async function adminSignInRoutes(
       sendPage(reply, status, signInPage({ csrfToken: token as string, email, error }));
     if (email === '' || password === '') return again(400, 'Enter your email and password.');
 
-    const wait = await throttle.secondsToWait(email, request.ip);
-    if (wait > 0) {
+    const result = await app.signIn.attempt(app.db, { email, password, address: request.ip });
+    if (result.outcome === 'throttled') {
+      const wait = result.retryAfterSeconds;
       reply.header('retry-after', wait);
       return again(
         429,
         `Too many failed sign-in attempts. Wait ${waitDescription(wait)} before trying again.`,
       );
     }
-
-    const user = await userRepository.findByEmail(request.server.db, email);
-    const verified = await verifyPassword(password, user?.password_hash ?? (await decoyPasswordHash()));
-    if (user === undefined || !verified) {
-      await throttle.recordFailure(email, request.ip);
-      return again(401, 'The email or password is incorrect.');
-    }
-    await throttle.recordSuccess(email);
+    if (result.outcome === 'incorrect') return again(401, 'The email or password is incorrect.');
+    const { user } = result;
 
     const account = await accountRepository.findById(request.server.db, user.account_id);
     const reason =

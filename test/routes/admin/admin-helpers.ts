@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import type { Kysely } from 'kysely';
-import { hashPassword } from '../../../src/auth/passwords.ts';
+import { cheapPasswordHash } from '../../auth/password-fixtures.ts';
 import type { Database } from '../../../src/db/schema.ts';
 
 /** Admin panel test support: users with passwords and a cookie-keeping client over `app.inject`. */
@@ -34,7 +34,7 @@ export async function seedUser(
       job_title: null,
       active: overrides.active ?? 1,
       vendor_support: overrides.vendor_support ?? 0,
-      password_hash: await hashPassword(PASSWORD),
+      password_hash: cheapPasswordHash(PASSWORD),
       created_at: '2026-01-01T00:00:00.000Z',
     })
     .execute();
