@@ -20,6 +20,7 @@ async function refuseUnrouted(request: FastifyRequest): Promise<void> {
 
 /** Mounted at /api/v1/public. Every request here, routed or not, runs the API-key check first. */
 export async function publicApiRoutes(app: FastifyInstance): Promise<void> {
+  app.decorateRequest('rateLimitWindow', null as never);
   app.addHook('onRequest', authenticateApiKey);
   app.addHook('onRequest', refuseUnrouted);
   app.setNotFoundHandler(refuseUnrouted);
