@@ -1,5 +1,4 @@
-import { randomUUID } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
+import type { DestinationStream } from 'pino';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
@@ -9,7 +8,8 @@ import type { PublicRateLimiter } from './auth/rate-limit.ts';
 import type { SignIn } from './auth/sign-in.ts';
 import type { Config } from './config.ts';
 import type { Database } from './db/schema.ts';
-import { registerErrorHandling } from './errors.ts';
+import { frameworkErrorOptions, registerErrorHandling } from './errors.ts';
+import { loggerOptions, requestId } from './logging.ts';
 import oauthPlugin from './oauth/plugin.ts';
 import { registerObservability } from './observability.ts';
 import { adminRoutes } from './routes/admin/index.ts';
@@ -29,24 +29,21 @@ declare module 'fastify' {
   }
 }
 
-// A caller's request id is echoed only if it is short and plain, so it cannot forge log lines.
-const CALLER_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
-function requestId(req: IncomingMessage): string {
-  const given = req.headers['x-request-id'];
-  return typeof given === 'string' && CALLER_REQUEST_ID.test(given) ? given : randomUUID();
-}
-
-/** Builds the whole HTTP application on the given services; `server.ts` owns the process. */
-export async function buildApp(config: Config, services: Services): Promise<FastifyInstance> {
+/**
+ * Builds the whole HTTP application on the given services; `server.ts` owns the process.
+ * `logStream`: where log lines go instead of standard output (tests read them).
+ */
+export async function buildApp(
+  config: Config,
+  services: Services,
+  { logStream }: { logStream?: DestinationStream } = {},
+): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: {
-      level: config.logLevel,
-      redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], censor: '[redacted]' },
-    },
+    logger: { ...loggerOptions(config.logLevel), stream: logStream },
     genReqId: requestId,
     requestIdHeader: false,
     return503OnClosing: true,
+    ...frameworkErrorOptions,
   });
 
   app.decorate('config', config);

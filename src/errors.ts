@@ -1,4 +1,7 @@
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { IncomingMessage } from 'node:http';
+import { maxHeaderSize, STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isStoreUnavailable, STORE_RETRY_AFTER_SECONDS } from './db/store-health.ts';
 
 /**
@@ -71,6 +74,16 @@ export class ApiError extends Error {
   static methodNotAllowed(allow: string): ApiError {
     return new ApiError(405, null, 'Method not allowed: this API is read-only.', { allow });
   }
+
+  /**
+   * A request to a read-only API that no route takes: an unknown path for a read method, and for
+   * any other method (write verbs, OPTIONS, TRACE, WebDAV…) a 405 naming the methods that exist.
+   */
+  static unrouted(method: string): ApiError {
+    return method === 'GET' || method === 'HEAD'
+      ? ApiError.notFound()
+      : ApiError.methodNotAllowed('GET, HEAD');
+  }
 }
 
 /** Installs the single error handler and not-found handler of the application. */
@@ -98,6 +111,63 @@ export function registerErrorHandling(app: FastifyInstance): void {
     return reply.code(404).send(ApiError.notFound().body);
   });
 }
+
+/**
+ * A path whose percent-encoding does not decode (`/incidents/%ff`) would make the router answer with
+ * its own 400 body before any hook runs. Its `%` signs are taken literally instead, so the request
+ * is routed like any other and gets the surface's own answer, after its credential checks: the key
+ * checks and a 404 on the public API, the panel's 404 page under /admin.
+ */
+function escapeUndecodablePath(req: IncomingMessage): string {
+  const url = req.url ?? '/';
+  const pathEnd = url.search(/[?#]/);
+  const path = pathEnd === -1 ? url : url.slice(0, pathEnd);
+  if (!path.includes('%')) return url;
+  try {
+    decodeURI(path);
+    return url;
+  } catch {
+    return path.replaceAll('%', '%25') + url.slice(path.length);
+  }
+}
+
+/**
+ * A request the HTTP parser cannot read (no valid request line, malformed or oversized headers)
+ * never becomes a request: there is no path or credential to check. It is answered in the API's
+ * error shape instead of Fastify's, and the connection is closed.
+ */
+function answerUnreadableRequest(error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, message] =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'The request headers are too large.']
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'The request was not received in time.']
+        : [400, 'The request is not valid HTTP.'];
+  const body = JSON.stringify({ error: true, message });
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
+}
+
+/**
+ * Factory options that keep Fastify's own error bodies (`FST_…`, `statusCode`) from ever reaching a
+ * client. A path parameter may be as long as a request line can be, so an over-long id reaches its
+ * route and is "not found" there; an undecodable path is routed as literal text. What the router
+ * still refuses (an absolute-form target without a usable path) has no path to be found at.
+ */
+export const frameworkErrorOptions = {
+  routerOptions: { maxParamLength: maxHeaderSize },
+  rewriteUrl: escapeUndecodablePath,
+  frameworkErrors: (_error: FastifyError, _request: FastifyRequest, reply: FastifyReply) => {
+    void reply.code(404).send(ApiError.notFound().body);
+  },
+  clientErrorHandler: answerUnreadableRequest,
+};
 
 /**
  * Bad input to an operator-facing operation (CLI, import, admin form): the message is one line

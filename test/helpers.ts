@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
 import pg from 'pg';
+import type { DestinationStream } from 'pino';
 import { buildApp } from '../src/app.ts';
 import { type Config, loadConfig } from '../src/config.ts';
 import type { Store } from '../src/db/database.ts';
@@ -64,15 +65,19 @@ export interface TestContext {
   close(): Promise<void>;
 }
 
-/** A migrated database and the whole application on it, ready for `app.inject`. */
+/**
+ * A migrated database and the whole application on it, ready for `app.inject`. `logStream`
+ * receives the log lines (with `LOG_LEVEL` set in `env`).
+ */
 export async function createTestContext(
   store: Store,
   env: Record<string, string> = {},
+  { logStream }: { logStream?: DestinationStream } = {},
 ): Promise<TestContext> {
   const database = await createTestDatabase(store);
   const config = loadConfig({ LOG_LEVEL: 'silent', ...env, DATABASE_URL: database.url });
   const services = await openServices(config, { warn: () => {}, error: () => {} });
-  const app = await buildApp(config, services);
+  const app = await buildApp(config, services, { logStream });
   await app.ready();
   return {
     app,
@@ -123,6 +128,26 @@ export async function seedKey(
     actor: 'test',
   });
   return { id: key.id, rawKey };
+}
+
+/** A log destination that keeps every line, parsed, for a test to read. */
+export function captureLog(): {
+  stream: DestinationStream;
+  lines: Record<string, unknown>[];
+  text(): string;
+} {
+  const lines: Record<string, unknown>[] = [];
+  const raw: string[] = [];
+  return {
+    stream: {
+      write(line: string) {
+        raw.push(line);
+        lines.push(JSON.parse(line) as Record<string, unknown>);
+      },
+    },
+    lines,
+    text: () => raw.join(''),
+  };
 }
 
 export function bearer(rawKey: string): { authorization: string } {

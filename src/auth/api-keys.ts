@@ -2,6 +2,7 @@ import { hash, randomBytes } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { KeyForAuth } from '../db/repositories/api-keys.ts';
 import { ApiError } from '../errors.ts';
+import type { RateLimitWindow } from './rate-limit.ts';
 
 /**
  * The one key-verification path: every public route runs `authenticateApiKey` first, in the
@@ -38,6 +39,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The verified key and its account; set by `authenticateApiKey` on public routes. */
     apiKey: KeyForAuth;
+    /** The allowance window this request was counted in; set by `authenticateApiKey`. */
+    rateLimitWindow: RateLimitWindow;
   }
 }
 
@@ -63,15 +66,16 @@ export async function authenticateApiKey(request: FastifyRequest, reply: Fastify
 
   request.server.lastUse.record(key.id, now);
   request.apiKey = key;
+  request.rateLimitWindow = window;
 }
 
 /**
  * Takes back the count of a request that turned out not to count (a 304: the caller already holds
- * the representation), and reports the allowance as it now stands.
+ * the representation), in the window it was counted in, and reports the allowance as it now stands.
  */
 export async function uncountRequest(request: FastifyRequest, reply: FastifyReply): Promise<void> {
   const key = request.apiKey;
-  await request.server.rateLimiter.refund(key.id);
+  if (!(await request.server.rateLimiter.refund(key.id, request.rateLimitWindow))) return;
   const remaining = Number(reply.getHeader('x-ratelimit-remaining'));
   reply.header('x-ratelimit-remaining', Math.min(remaining + 1, key.rate_limit_per_hour));
 }

@@ -15,6 +15,8 @@ import {
 
 export interface RateLimitWindow {
   allowed: boolean;
+  /** When the window this request was counted in ends, in Unix milliseconds: what `refund` needs. */
+  endsAtMs: number;
   remaining: number;
   /** Absolute Unix time, in seconds, at which the window resets. */
   resetEpochSeconds: number;
@@ -23,6 +25,12 @@ export interface RateLimitWindow {
 }
 
 const WINDOW_SECONDS = 3600;
+/**
+ * A refund is given only while its window has more than this left: the check and the refund are
+ * two store commands, and a refund that landed after the window rolled over would open the next
+ * window below zero. Losing the odd refund in a window's last second costs the caller one request.
+ */
+const REFUND_MARGIN_MS = 1000;
 // The counter itself never refuses: the account's allowance is compared per request.
 const UNBOUNDED_POINTS = Number.MAX_SAFE_INTEGER;
 
@@ -58,9 +66,13 @@ export class PublicRateLimiter {
    * instance falls back to its own in-memory count (the insurance limiter) rather than refusing or
    * waving requests through. Without it, counts live in this process.
    */
-  constructor(redis: Redis | null, keyPrefix = 'safety-api:rl') {
+  constructor(
+    redis: Redis | null,
+    keyPrefix = 'safety-api:rl',
+    private readonly windowSeconds = WINDOW_SECONDS,
+  ) {
     const memory = (prefix: string) =>
-      new RateLimiterMemory({ keyPrefix: prefix, points: UNBOUNDED_POINTS, duration: WINDOW_SECONDS });
+      new RateLimiterMemory({ keyPrefix: prefix, points: UNBOUNDED_POINTS, duration: windowSeconds });
     this.limiter =
       redis === null
         ? memory(keyPrefix)
@@ -68,11 +80,11 @@ export class PublicRateLimiter {
             storeClient: redis,
             keyPrefix,
             points: UNBOUNDED_POINTS,
-            duration: WINDOW_SECONDS,
+            duration: windowSeconds,
             // Disconnected: straight to the insurance count, without trying the command first.
             rejectIfRedisNotReady: true,
             insuranceLimiter: new CountedFallbackLimiter(
-              { keyPrefix: `${keyPrefix}:insurance`, points: UNBOUNDED_POINTS, duration: WINDOW_SECONDS },
+              { keyPrefix: `${keyPrefix}:insurance`, points: UNBOUNDED_POINTS, duration: windowSeconds },
               this.fallbackCounter,
             ),
           });
@@ -81,19 +93,31 @@ export class PublicRateLimiter {
   /** Counts one request of `keyId`; a refused request is not counted. */
   async consume(keyId: string, allowance: number): Promise<RateLimitWindow> {
     const res = (await this.limiter.consume(keyId, 1)) as RateLimiterRes;
-    const allowed = res.consumedPoints <= allowance;
-    if (!allowed) await this.refund(keyId);
     const msBeforeNext = Math.max(res.msBeforeNext, 0);
-    return {
-      allowed,
+    const window = {
+      allowed: res.consumedPoints <= allowance,
+      endsAtMs: Date.now() + msBeforeNext,
       remaining: Math.max(allowance - res.consumedPoints, 0),
       resetEpochSeconds: Math.ceil((Date.now() + msBeforeNext) / 1000),
       retryAfterSeconds: Math.max(Math.ceil(msBeforeNext / 1000), 1),
     };
+    if (!window.allowed) await this.refund(keyId, window);
+    return window;
   }
 
-  /** Gives back one counted request (a 304 or a refused request does not count). */
-  async refund(keyId: string): Promise<void> {
+  /**
+   * Gives back one request counted in `window` (a 304 or a refused request does not count), but
+   * only within that same window: once it has rolled over, the request belongs to a count that
+   * no longer exists, and there is nothing to give back. Says whether it gave the request back.
+   */
+  async refund(keyId: string, window: RateLimitWindow): Promise<boolean> {
+    const current = await this.limiter.get(keyId);
+    if (current === null || current.msBeforeNext <= REFUND_MARGIN_MS) return false;
+    // The same window ends when it ended at counting (up to the store's round trips); any later
+    // window ends at least a whole window later.
+    const endsAtMs = Date.now() + current.msBeforeNext;
+    if (Math.abs(endsAtMs - window.endsAtMs) >= (this.windowSeconds * 1000) / 2) return false;
     await this.limiter.reward(keyId, 1);
+    return true;
   }
 }

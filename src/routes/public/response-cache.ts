@@ -69,12 +69,13 @@ function entityTag(body: Buffer): string {
 const ENTITY_TAG = /(?:W\/)?"([^"]*)"/g;
 
 /**
- * RFC 9110 §13.1.2: `*` matches any current representation; otherwise a list of entity tags,
- * compared weakly (a `W/` prefix on either side is ignored).
+ * Whether the caller holds this representation: `If-None-Match` lists its tag, compared weakly
+ * (RFC 9110 §13.1.2: a `W/` prefix on either side is ignored). `*` is not taken as a match: it
+ * would turn any read into a free 304 for a caller that holds nothing, so it is answered like any
+ * request, with a 200, and counted.
  */
 export function ifNoneMatchMatches(header: string | undefined, etag: string): boolean {
   if (header === undefined) return false;
-  if (header.trim() === '*') return true;
   const opaque = etag.replace(/^W\//, '');
   for (const match of header.matchAll(ENTITY_TAG)) {
     if (`"${match[1]}"` === opaque) return true;
@@ -91,8 +92,8 @@ export type Respond = (
 
 /**
  * The one way public routes answer a 200: from the cache or from `produce` (whose payload goes
- * through the route's 200 schema), with an ETag; a matching `If-None-Match` gets a 304 with no
- * body that does not count against the rate limit. `variant` names the normalized parameters.
+ * through the route's 200 schema), with an ETag; an `If-None-Match` naming that tag gets a 304 with
+ * no body that does not count against the rate limit. `variant` names the normalized parameters.
  */
 export function cachedResponder(cache: ResponseCache): Respond {
   return async (request, reply, variant, produce) => {

@@ -50,14 +50,15 @@ function requireScope(request: FastifyRequest, scope: string): void {
 const rateLimitKey = (clientId: string): string => `oauth-client:${clientId}`;
 
 /**
- * After the token check, in DESIGN's order: the account's plan, the token's scope for this list,
- * then the hourly allowance, counted per OAuth client in the process's one (Redis-shared) limiter.
+ * After the token check, in DESIGN's order: the account's plan, the token's scope for this list
+ * (`null`: a request no route takes needs none), then the hourly allowance, counted per OAuth
+ * client in the process's one (Redis-shared) limiter.
  */
-function admit(scope: string) {
+function admit(scope: string | null) {
   return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     const principal = request.oauthPrincipal;
     if (!principal.apiAccess) throw ApiError.featureNotAvailable();
-    requireScope(request, scope);
+    if (scope !== null) requireScope(request, scope);
     const allowance = principal.rateLimitPerHour;
     const window = await request.server.rateLimiter.consume(rateLimitKey(principal.clientId), allowance);
     if (!window.allowed) {
@@ -84,10 +85,17 @@ const listResponses = (item: TSchema) => ({
   500: ErrorSchema,
 });
 
-const querySchema = Type.Object({
-  _start: Type.Optional(Type.String()),
-  _limit: Type.Optional(Type.String()),
-});
+const admitUnrouted = admit(null);
+
+/**
+ * What no route takes (an unknown path, a method other than GET and HEAD) is answered in
+ * onRequest, after the token, plan and allowance, so no request body is ever parsed.
+ */
+async function refuseUnrouted(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  if (!request.is404) return;
+  await admitUnrouted(request, reply);
+  throw ApiError.unrouted(request.method);
+}
 
 /**
  * Mounted at /api/v1: the wider API, read with OAuth 2 access tokens of the account's clients.
@@ -96,6 +104,8 @@ const querySchema = Type.Object({
 export async function widerApiRoutes(app: FastifyInstance): Promise<void> {
   app.decorateRequest('oauthPrincipal', null as never);
   app.addHook('onRequest', authenticateAccessToken);
+  app.addHook('onRequest', refuseUnrouted);
+  app.setNotFoundHandler(refuseUnrouted);
 
   const list = <T>(
     resource: WiderApiResource,
@@ -106,8 +116,9 @@ export async function widerApiRoutes(app: FastifyInstance): Promise<void> {
       `/${resource}`,
       {
         schema: {
+          // No querystring schema: `parsePageRequest` answers a bad or repeated `_start`/`_limit`
+          // with a message that names it, in this API's error shape.
           summary: `List ${resource}, paged`,
-          querystring: querySchema,
           response: listResponses(item),
         },
         // Route-level onRequest hooks run after the instance's token check, before any validation.

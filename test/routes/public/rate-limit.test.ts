@@ -1,7 +1,52 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
-import { bearer, createTestContext, STORES, seedAccount, seedKey, type TestContext } from '../../helpers.ts';
+import { PublicRateLimiter } from '../../../src/auth/rate-limit.ts';
+import { openRedis, redisReady } from '../../../src/redis.ts';
+import {
+  bearer,
+  createTestContext,
+  REDIS_URL,
+  STORES,
+  seedAccount,
+  seedKey,
+  type TestContext,
+} from '../../helpers.ts';
+
+/**
+ * A refund (a 304's, a refused request's) belongs to the window the request was counted in. A
+ * two-second window stands in for the hour; the Redis limiter uses a key prefix of its own.
+ */
+describe('rate limit refunds stay in their window', () => {
+  const redis = openRedis(REDIS_URL);
+  after(() => redis.quit());
+
+  for (const backend of ['memory', 'redis'] as const) {
+    test(`a refund after the window rolled over gives nothing back (${backend})`, async () => {
+      if (backend === 'redis') assert.ok(await redisReady(redis), 'test Redis answers');
+      const limiter = new PublicRateLimiter(
+        backend === 'redis' ? redis : null,
+        `safety-api-test:rl:${randomUUID()}`,
+        2,
+      );
+      const key = randomUUID();
+      const counted = await limiter.consume(key, 5);
+      assert.equal(counted.remaining, 4);
+      // Within the window: given back.
+      assert.equal(await limiter.refund(key, counted), true);
+      const again = await limiter.consume(key, 5);
+      assert.equal(again.remaining, 4);
+
+      await sleep(2100);
+      // The window `again` was counted in is over: its refund must not open the next one at -1.
+      assert.equal(await limiter.refund(key, again), false);
+      const next = await limiter.consume(key, 5);
+      assert.equal(next.remaining, 4, 'the new window starts from a full allowance, not above it');
+      assert.ok(next.endsAtMs > again.endsAtMs);
+    });
+  }
+});
 
 for (const store of STORES) {
   describe(`rate limiting (${store})`, () => {
