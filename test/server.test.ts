@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { openDatabase } from '../src/db/database.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
-import { sleep, startRedis } from './faults/harness.ts';
+import { freePort, sleep, startRedis } from './faults/harness.ts';
 import {
   ADMIN_PG_URL,
   bearer,
@@ -354,6 +354,34 @@ describe('shutdown deadline and hung stores', () => {
     } finally {
       await server.stop();
       await redis.stop();
+    }
+  });
+});
+
+describe('METRICS_PORT', () => {
+  test('serve also listens for /metrics on METRICS_PORT (loopback), not on the main port, and still stops at once', async () => {
+    const database = await createTestDatabase('sqlite');
+    const metricsPort = await freePort();
+    const server = await startServer({ DATABASE_URL: database.url, METRICS_PORT: String(metricsPort) });
+    try {
+      // Logged just after the main port's line, which startServer waits for.
+      const listening = new RegExp(`metrics listening at http://127\\.0\\.0\\.1:${metricsPort}/metrics`);
+      for (let i = 0; i < 100 && !listening.test(server.logs()); i += 1) await sleep(50);
+      assert.match(server.logs(), listening);
+      assert.equal((await fetch(`${server.url}/metrics`)).status, 404);
+      // A scraper's connection, kept alive.
+      const scrape = await rawConnection(metricsPort);
+      scrape.socket.write('GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n');
+      while (!/http_requests_total/.test(scrape.received())) await sleep(20);
+      assert.equal(responsesIn(scrape.received())[0]?.status, 200);
+
+      server.signal('SIGTERM');
+      const { code, ms } = await server.exited(20_000);
+      assert.equal(code, 0);
+      assert.ok(ms < 3000, `exited after ${Math.round(ms)} ms`);
+    } finally {
+      await server.stop();
+      await database.drop();
     }
   });
 });
