@@ -1,3 +1,5 @@
+import { isIP } from 'node:net';
+
 /**
  * The one configuration loader. Every process (server, CLI, tests) reads its settings through
  * `loadConfig`, so a bad value is reported the same way everywhere: one readable message.
@@ -18,6 +20,15 @@ export interface Config {
   oauthJwks: { keys: Record<string, unknown>[] } | null;
   /** Secrets signing OAuth cookies, newest first (OAUTH_COOKIE_KEYS); `null`: generated once and kept. */
   oauthCookieKeys: string[] | null;
+  /**
+   * Addresses and CIDRs of the proxies whose `X-Forwarded-For` is believed (TRUST_PROXY); empty:
+   * none, the client address is the peer's.
+   */
+  trustProxy: string[];
+  /** Port of a separate listener for `/metrics` (METRICS_PORT); `null`: served on the main port. */
+  metricsPort: number | null;
+  /** Address that listener binds (METRICS_HOST): loopback unless the operator says otherwise. */
+  metricsHost: string;
 }
 
 export class ConfigError extends Error {
@@ -28,13 +39,36 @@ const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debu
 
 export const DEFAULT_DATABASE_URL = 'sqlite:./data/safety-api.db';
 
-function parsePort(raw: string | undefined, problems: string[]): number {
-  if (raw === undefined || raw === '') return 8080;
-  if (!/^\d+$/.test(raw) || Number(raw) > 65535) {
-    problems.push(`PORT must be an integer from 0 to 65535 (got "${raw}")`);
-    return 8080;
+function parsePort(name: string, raw: string, lowest: number, problems: string[]): number | null {
+  if (!/^\d+$/.test(raw) || Number(raw) < lowest || Number(raw) > 65535) {
+    problems.push(`${name} must be an integer from ${lowest} to 65535 (got "${raw}")`);
+    return null;
   }
   return Number(raw);
+}
+
+/** One TRUST_PROXY entry: an IPv4 or IPv6 address, optionally with a /prefix length. */
+function isAddressOrCidr(entry: string): boolean {
+  const [address = '', prefix, ...rest] = entry.split('/');
+  const family = isIP(address);
+  if (family === 0 || rest.length > 0) return false;
+  if (prefix === undefined) return true;
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
+}
+
+function parseTrustProxy(raw: string | undefined, problems: string[]): string[] {
+  if (raw === undefined || raw.trim() === '') return [];
+  const entries = raw.split(',').map((entry) => entry.trim());
+  const bad = entries.filter((entry) => !isAddressOrCidr(entry));
+  if (bad.length > 0) {
+    problems.push(
+      `TRUST_PROXY must be comma-separated IP addresses or CIDRs, e.g. 10.0.0.0/8,::1 (not ${bad
+        .map((entry) => `"${entry}"`)
+        .join(', ')})`,
+    );
+    return [];
+  }
+  return entries;
 }
 
 function parseUrl(name: string, raw: string, protocols: string[], problems: string[]): string {
@@ -101,8 +135,24 @@ function parseOauthCookieKeys(raw: string | undefined, problems: string[]): stri
 /** Reads and validates the environment; throws one ConfigError listing every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const problems: string[] = [];
-  const port = parsePort(env.PORT, problems);
+  const port =
+    env.PORT === undefined || env.PORT === '' ? 8080 : (parsePort('PORT', env.PORT, 0, problems) ?? 8080);
   const host = env.HOST === undefined || env.HOST === '' ? '0.0.0.0' : env.HOST;
+
+  let metricsPort: number | null = null;
+  if (env.METRICS_PORT !== undefined && env.METRICS_PORT !== '') {
+    // Not 0: a port picked at random is one no scraper could be told in advance.
+    metricsPort = parsePort('METRICS_PORT', env.METRICS_PORT, 1, problems);
+    if (metricsPort !== null && metricsPort === port)
+      problems.push(`METRICS_PORT must differ from PORT (both are ${port})`);
+  }
+  // Metrics tell how busy the service is and which routes exist: loopback unless the operator
+  // chooses an address a scraper elsewhere can reach.
+  const metricsHost =
+    env.METRICS_HOST === undefined || env.METRICS_HOST === '' ? '127.0.0.1' : env.METRICS_HOST;
+  if ((env.METRICS_PORT ?? '') === '' && (env.METRICS_HOST ?? '') !== '') {
+    problems.push('METRICS_HOST needs METRICS_PORT: without it /metrics is served on the main port');
+  }
 
   let baseUrl = `http://localhost:${port}`;
   if (env.BASE_URL !== undefined && env.BASE_URL !== '') {
@@ -124,7 +174,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 
   const oauthJwks = parseOauthJwks(env.OAUTH_JWKS, problems);
   const oauthCookieKeys = parseOauthCookieKeys(env.OAUTH_COOKIE_KEYS, problems);
+  const trustProxy = parseTrustProxy(env.TRUST_PROXY, problems);
 
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
-  return { port, host, baseUrl, databaseUrl, redisUrl, logLevel, oauthJwks, oauthCookieKeys };
+  return {
+    port,
+    host,
+    baseUrl,
+    databaseUrl,
+    redisUrl,
+    logLevel,
+    oauthJwks,
+    oauthCookieKeys,
+    trustProxy,
+    metricsPort,
+    metricsHost,
+  };
 }

@@ -71,6 +71,17 @@ export class ApiError extends Error {
     });
   }
 
+  /**
+   * This instance is shutting down: a retry on a new connection reaches another instance (or
+   * this one restarted), so it may come at once.
+   */
+  static shuttingDown(): ApiError {
+    return new ApiError(503, null, 'Service temporarily unavailable', {
+      'retry-after': 1,
+      connection: 'close',
+    });
+  }
+
   static methodNotAllowed(allow: string): ApiError {
     return new ApiError(405, null, 'Method not allowed: this API is read-only.', { allow });
   }

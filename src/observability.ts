@@ -1,11 +1,22 @@
-import type { FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+import { ApiError } from './errors.ts';
 
 /**
  * Operational endpoints outside the versioned API: Prometheus metrics at `/metrics` and the
  * OpenAPI 3.1 document of the public and wider APIs at `/openapi.json`, generated from the very
  * route schemas that serialize the responses, so the document cannot drift from the code.
  */
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /**
+     * The separate `/metrics` listener when METRICS_PORT is set (`server.ts` makes it listen; it
+     * closes with the application), `null` when `/metrics` is served on the main port.
+     */
+    metricsListener: FastifyInstance | null;
+  }
+}
 
 interface RouteSeries {
   duration: Histogram.Internal<'method' | 'route'>;
@@ -71,16 +82,40 @@ export function registerObservability(app: FastifyInstance): void {
     }
   });
 
-  app.get('/metrics', async (_request, reply) => {
-    reply.type(registry.contentType);
-    return registry.metrics();
-  });
+  const metricsListener = app.config.metricsPort === null ? null : metricsOnlyApp(registry);
+  app.decorate('metricsListener', metricsListener);
+  if (metricsListener === null) {
+    app.get('/metrics', metricsRoute(registry));
+  } else {
+    app.addHook('onClose', async () => {
+      await metricsListener.close();
+    });
+  }
 
   let document: unknown;
   app.get('/openapi.json', async () => {
     document ??= openApiDocument(app.config.baseUrl, documented);
     return document;
   });
+}
+
+function metricsRoute(registry: Registry) {
+  return async (_request: unknown, reply: FastifyReply) => {
+    reply.type(registry.contentType);
+    return registry.metrics();
+  };
+}
+
+/**
+ * `/metrics` alone, for an address the public cannot reach: the counts tell how busy the service
+ * is and which routes exist. Its own requests are neither logged nor counted.
+ */
+function metricsOnlyApp(registry: Registry): FastifyInstance {
+  // A scraper's kept-alive connection must not hold up the process's shutdown.
+  const metrics = Fastify({ logger: false, forceCloseConnections: true });
+  metrics.get('/metrics', metricsRoute(registry));
+  metrics.setNotFoundHandler((_request, reply) => reply.code(404).send(ApiError.notFound().body));
+  return metrics;
 }
 
 function openApiDocument(baseUrl: string, routes: DocumentedRoute[]): unknown {

@@ -3,7 +3,25 @@ import { buildApp } from './app.ts';
 import { type Config, loadConfig } from './config.ts';
 import { openServices } from './services/index.ts';
 
-/** Starts the server and stops it cleanly on SIGINT/SIGTERM. The process belongs to this file. */
+/**
+ * How long a shutdown may take before the process exits anyway: a client that never finishes its
+ * request, or a store that does not answer, must not keep an instance that was told to stop alive.
+ * Well within the usual grace before an orchestrator kills the process (Kubernetes: 30 s).
+ */
+const SHUTDOWN_DEADLINE_MS = 10_000;
+/**
+ * During shutdown, how often connections that fell idle are closed. A connection whose request
+ * was in flight when shutdown began stays open after its response (keep-alive, 72 s): Node's
+ * `server.close()` closes only the connections idle at that moment.
+ */
+const IDLE_SWEEP_INTERVAL_MS = 100;
+
+/**
+ * Starts the server and stops it cleanly on SIGINT/SIGTERM: no new connections, requests in
+ * flight finish, idle connections are closed, later requests on open connections get 503, the
+ * buffered last-use times are written, the stores are closed; all within SHUTDOWN_DEADLINE_MS.
+ * The process belongs to this file.
+ */
 export async function serve(config: Config = loadConfig()): Promise<void> {
   const logger = pino({ level: config.logLevel });
   const services = await openServices(config, logger);
@@ -14,12 +32,39 @@ export async function serve(config: Config = loadConfig()): Promise<void> {
     if (stopping) return;
     stopping = true;
     app.log.info({ signal }, 'shutting down');
-    await app.close();
-    await services.close();
+    setTimeout(() => {
+      app.log.error(
+        { deadlineMs: SHUTDOWN_DEADLINE_MS },
+        'shutdown did not finish in time (a request or a store did not end): exiting anyway',
+      );
+      process.exit(1);
+    }, SHUTDOWN_DEADLINE_MS);
+    setInterval(() => app.server.closeIdleConnections(), IDLE_SWEEP_INTERVAL_MS);
+    try {
+      await app.close();
+      await services.close();
+    } catch (error) {
+      app.log.error({ err: error }, 'shutdown failed');
+      process.exit(1);
+    }
     process.exit(0);
   };
   process.once('SIGINT', () => void stop('SIGINT'));
   process.once('SIGTERM', () => void stop('SIGTERM'));
 
   await app.listen({ port: config.port, host: config.host });
+  if (app.metricsListener !== null && config.metricsPort !== null) {
+    try {
+      const address = await app.metricsListener.listen({
+        port: config.metricsPort,
+        host: config.metricsHost,
+      });
+      app.log.info(`metrics listening at ${address}/metrics`);
+    } catch (error) {
+      // Half a server (API without metrics) would look healthy while its monitoring is blind.
+      await app.close();
+      await services.close();
+      throw error;
+    }
+  }
 }

@@ -61,6 +61,76 @@ describe('configuration', () => {
     assert.throws(() => loadConfig({ DATABASE_URL: 'sqlite:' }), /needs a file path/);
   });
 
+  test('TRUST_PROXY: IPv4 and IPv6 addresses and CIDRs, comma-separated; none by default', () => {
+    assert.deepEqual(loadConfig({}).trustProxy, []);
+    assert.deepEqual(loadConfig({ TRUST_PROXY: ' 10.0.0.0/8, 192.168.1.10 ,::1,fd00::/8' }).trustProxy, [
+      '10.0.0.0/8',
+      '192.168.1.10',
+      '::1',
+      'fd00::/8',
+    ]);
+    for (const bad of [
+      '10.0.0.0/33',
+      'fd00::/129',
+      'proxy.internal',
+      '10.0.0',
+      '10.0.0.1/8/1',
+      '10.0.0.1,',
+      '*',
+    ]) {
+      assert.throws(
+        () => loadConfig({ TRUST_PROXY: bad }),
+        (error: Error) => {
+          assert.ok(error instanceof ConfigError);
+          assert.match(error.message, /TRUST_PROXY must be comma-separated IP addresses or CIDRs/);
+          return true;
+        },
+        bad,
+      );
+    }
+    assert.throws(
+      () => loadConfig({ TRUST_PROXY: '10.0.0.1,lb.internal,10.0.0.0/40' }),
+      /\(not "lb\.internal", "10\.0\.0\.0\/40"\)$/,
+    );
+  });
+
+  test('METRICS_PORT and METRICS_HOST: a separate listener, on loopback unless told otherwise', () => {
+    assert.deepEqual((({ metricsPort, metricsHost }) => ({ metricsPort, metricsHost }))(loadConfig({})), {
+      metricsPort: null,
+      metricsHost: '127.0.0.1',
+    });
+    const config = loadConfig({ METRICS_PORT: '9100' });
+    assert.equal(config.metricsPort, 9100);
+    assert.equal(config.metricsHost, '127.0.0.1');
+    assert.equal(loadConfig({ METRICS_PORT: '9100', METRICS_HOST: '0.0.0.0' }).metricsHost, '0.0.0.0');
+
+    assert.throws(
+      () => loadConfig({ METRICS_PORT: 'ninety' }),
+      /METRICS_PORT must be an integer from 1 to 65535 \(got "ninety"\)/,
+    );
+    assert.throws(() => loadConfig({ METRICS_PORT: '0' }), /METRICS_PORT must be an integer from 1 to 65535/);
+    assert.throws(
+      () => loadConfig({ METRICS_PORT: '8080' }),
+      /METRICS_PORT must differ from PORT \(both are 8080\)/,
+    );
+    assert.throws(
+      () => loadConfig({ PORT: '9000', METRICS_PORT: '9000' }),
+      /METRICS_PORT must differ from PORT/,
+    );
+    assert.throws(() => loadConfig({ METRICS_HOST: '0.0.0.0' }), /METRICS_HOST needs METRICS_PORT/);
+  });
+
+  test('the new variables are reported with the others, in one line', () => {
+    assert.throws(
+      () => loadConfig({ PORT: 'x', TRUST_PROXY: 'nope', METRICS_PORT: '99999' }),
+      (error: Error) => {
+        assert.match(error.message, /^invalid configuration: PORT .*; METRICS_PORT .*; TRUST_PROXY .*$/);
+        assert.equal(error.message.split('\n').length, 1);
+        return true;
+      },
+    );
+  });
+
   test('the server refuses to start on a bad variable, with one readable line', async () => {
     const result = await runCli(['serve'], { PORT: 'eighty', DATABASE_URL: 'sqlite::memory:' });
     assert.equal(result.code, 2);
@@ -68,6 +138,12 @@ describe('configuration', () => {
     assert.equal(
       result.stderr,
       'safety-api: invalid configuration: PORT must be an integer from 0 to 65535 (got "eighty")\n',
+    );
+    const proxies = await runCli(['serve'], { TRUST_PROXY: '10.0.0.0/99', DATABASE_URL: 'sqlite::memory:' });
+    assert.equal(proxies.code, 2);
+    assert.equal(
+      proxies.stderr,
+      'safety-api: invalid configuration: TRUST_PROXY must be comma-separated IP addresses or CIDRs, e.g. 10.0.0.0/8,::1 (not "10.0.0.0/99")\n',
     );
   });
 });

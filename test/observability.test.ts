@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import { freePort } from './faults/harness.ts';
 import { bearer, createTestContext, seedAccount, seedKey, type TestContext } from './helpers.ts';
 
 describe('operational endpoints', () => {
@@ -72,5 +74,59 @@ describe('operational endpoints', () => {
     });
     assert.ok(doc.paths['/api/v1/public/users'].get.responses['429']);
     assert.deepEqual(doc.paths['/api/v1/public/users'].get.security, [{ apiKey: [] }]);
+  });
+});
+
+describe('/metrics on a listener of its own (METRICS_PORT)', () => {
+  let ctx: TestContext;
+  let rawKey: string;
+  let metricsPort: number;
+  let main: string;
+
+  before(async () => {
+    metricsPort = await freePort();
+    ctx = await createTestContext('sqlite', { METRICS_PORT: String(metricsPort) });
+    ({ rawKey } = await seedKey(ctx.db, await seedAccount(ctx.db)));
+    await ctx.app.listen({ port: 0, host: '127.0.0.1' });
+    main = `http://127.0.0.1:${(ctx.app.server.address() as AddressInfo).port}`;
+    await ctx.app.metricsListener?.listen({ port: metricsPort, host: ctx.config.metricsHost });
+  });
+  after(() => ctx.close());
+
+  test('the main port answers /metrics with the 404 body; the metrics port serves it, on loopback', async () => {
+    const hidden = await fetch(`${main}/metrics`);
+    assert.equal(hidden.status, 404);
+    assert.deepEqual(await hidden.json(), { error: true, message: 'Not found' });
+
+    const counted = await fetch(`${main}/api/v1/public/departments`, { headers: bearer(rawKey) });
+    assert.equal(counted.status, 200);
+    await counted.arrayBuffer();
+
+    assert.equal(ctx.config.metricsHost, '127.0.0.1');
+    const res = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /^text\/plain/);
+    const body = await res.text();
+    assert.match(
+      body,
+      /http_requests_total\{method="GET",route="\/api\/v1\/public\/departments",status_code="200"\} 1\n/,
+    );
+    assert.match(body, /http_requests_total\{method="GET",route="unmatched",status_code="404"\} 1\n/);
+    assert.match(body, /# TYPE rate_limiter_fallback_total counter/);
+    assert.doesNotMatch(body, /route="\/metrics"/, 'scrapes are not counted as API traffic');
+
+    const other = await fetch(`http://127.0.0.1:${metricsPort}/api/v1/public/departments`);
+    assert.equal(other.status, 404);
+    assert.deepEqual(await other.json(), { error: true, message: 'Not found' });
+  });
+
+  test('without METRICS_PORT there is no separate listener', async () => {
+    const plain = await createTestContext('sqlite');
+    try {
+      assert.equal(plain.app.metricsListener, null);
+      assert.equal((await plain.app.inject({ url: '/metrics' })).statusCode, 200);
+    } finally {
+      await plain.close();
+    }
   });
 });

@@ -1,11 +1,14 @@
 import assert from 'node:assert/strict';
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { openDatabase } from '../src/db/database.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
+import { freePort, sleep, startRedis } from './faults/harness.ts';
 import {
+  ADMIN_PG_URL,
   bearer,
   createTestDatabase,
   REDIS_URL,
@@ -18,7 +21,12 @@ import {
 
 interface ServerProcess {
   url: string;
+  port: number;
   logs: () => string;
+  /** Sends a signal without waiting. */
+  signal(name: NodeJS.Signals): void;
+  /** Resolves with the exit code and the time from the call; kills the process past `withinMs`. */
+  exited(withinMs: number): Promise<{ code: number | null; ms: number }>;
   stop(): Promise<number | null>;
 }
 
@@ -53,14 +61,98 @@ async function startServer(env: Record<string, string>): Promise<ServerProcess> 
   });
   return {
     url,
+    port: Number(new URL(url).port),
     logs: () => output,
+    signal: (name) => child.kill(name),
+    async exited(withinMs) {
+      const started = performance.now();
+      if (child.exitCode !== null || child.signalCode !== null)
+        return { code: child.exitCode, ms: performance.now() - started };
+      const timer = setTimeout(() => child.kill('SIGKILL'), withinMs);
+      const [code] = await once(child, 'exit');
+      clearTimeout(timer);
+      return { code: code as number | null, ms: performance.now() - started };
+    },
     async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
       child.kill('SIGTERM');
       const [code] = await once(child, 'exit');
       return code as number | null;
     },
   };
 }
+
+/** A raw client connection that records what the server sends and how the connection ends. */
+interface RawConnection {
+  socket: Socket;
+  received: () => string;
+  /** Resolves when the server ends the connection: `fin` (a clean close) or the socket error code. */
+  ended: Promise<'fin' | string>;
+}
+
+async function rawConnection(port: number): Promise<RawConnection> {
+  const socket = connect(port, '127.0.0.1');
+  await once(socket, 'connect');
+  let data = '';
+  socket.on('data', (chunk) => {
+    data += chunk;
+  });
+  const ended = new Promise<'fin' | string>((resolve) => {
+    socket.once('end', () => resolve('fin'));
+    socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+  });
+  return { socket, received: () => data, ended };
+}
+
+interface RawResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** Splits what a connection received into responses (each with a Content-Length). */
+function responsesIn(text: string): RawResponse[] {
+  const responses: RawResponse[] = [];
+  let rest = text;
+  while (rest.length > 0) {
+    const headEnd = rest.indexOf('\r\n\r\n');
+    if (headEnd < 0) break;
+    const [statusLine = '', ...lines] = rest.slice(0, headEnd).split('\r\n');
+    const headers = Object.fromEntries(
+      lines.map((line) => [
+        line.slice(0, line.indexOf(':')).toLowerCase(),
+        line.slice(line.indexOf(':') + 1).trim(),
+      ]),
+    );
+    const length = Number(headers['content-length'] ?? 0);
+    const bodyStart = headEnd + 4;
+    responses.push({
+      status: Number(statusLine.split(' ')[1]),
+      headers,
+      body: rest.slice(bodyStart, bodyStart + length),
+    });
+    rest = rest.slice(bodyStart + length);
+  }
+  return responses;
+}
+
+/** Within `ms`, or `'still open'`. */
+function within<T>(promise: Promise<T>, ms: number): Promise<T | 'still open'> {
+  return Promise.race([promise, sleep(ms).then(() => 'still open' as const)]);
+}
+
+const SIGN_IN_BODY = 'email=a%40example.test&password=x&_csrf=forged';
+/** A sign-in form posted in two parts: the headers and the first byte now, the rest later. */
+function startSignInPost(connection: RawConnection): { finish(pipelined?: string): void } {
+  connection.socket.write(
+    'POST /admin/sign-in HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n' +
+      `Content-Length: ${SIGN_IN_BODY.length}\r\n\r\n${SIGN_IN_BODY.slice(0, 1)}`,
+  );
+  return { finish: (pipelined = '') => connection.socket.write(SIGN_IN_BODY.slice(1) + pipelined) };
+}
+
+const UNAVAILABLE = { error: true, message: 'Service temporarily unavailable' };
+const DEADLINE_LINE = /shutdown did not finish in time/;
 
 for (const store of STORES) {
   describe(`two server processes on one database and Redis (${store})`, () => {
@@ -121,6 +213,298 @@ for (const store of STORES) {
       await handle.destroy();
       assert.ok(row.last_used_at !== null, 'last use is written when the server stops');
       servers = [];
+    });
+  });
+}
+
+for (const store of STORES) {
+  describe(`graceful shutdown on SIGTERM (${store})`, () => {
+    let database: TestDatabase;
+    let key: { id: string; rawKey: string };
+
+    before(async () => {
+      database = await createTestDatabase(store);
+      const handle = openDatabase(database.url);
+      await migrateToLatest(handle.db);
+      key = await seedKey(handle.db, await seedAccount(handle.db));
+      await handle.destroy();
+    });
+    after(() => database.drop());
+
+    test('in-flight request finishes, idle connection gets FIN, a later request on an open connection gets 503 with Connection: close, last use is written, exit 0', async () => {
+      const server = await startServer({ DATABASE_URL: database.url });
+      try {
+        const used = await fetch(`${server.url}/api/v1/public/departments`, {
+          headers: { ...bearer(key.rawKey), connection: 'close' },
+        });
+        assert.equal(used.status, 200);
+        await used.arrayBuffer();
+
+        const idle = await rawConnection(server.port);
+        idle.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+        const inFlight = await rawConnection(server.port);
+        const post = startSignInPost(inFlight);
+        await sleep(300); // the server has the request's headers: it is in flight
+        while (!idle.received().includes('\r\n\r\n')) await sleep(20);
+
+        server.signal('SIGTERM');
+        assert.equal(await within(idle.ended, 3000), 'fin', 'the idle connection is closed cleanly');
+        assert.equal(responsesIn(idle.received()).length, 1);
+
+        post.finish('GET /api/v1/public/departments HTTP/1.1\r\nHost: x\r\n\r\n');
+        assert.equal(await within(inFlight.ended, 3000), 'fin');
+        const [finished, later, ...more] = responsesIn(inFlight.received());
+        assert.equal(finished?.status, 403, 'the in-flight request is answered (a forged form: 403)');
+        assert.match(finished?.body ?? '', /<html/i);
+        assert.equal(later?.status, 503);
+        assert.deepEqual(JSON.parse(later?.body ?? ''), UNAVAILABLE);
+        assert.equal(later?.headers.connection, 'close');
+        assert.ok(Number(later?.headers['retry-after']) >= 1);
+        assert.deepEqual(more, []);
+
+        const { code } = await server.exited(20_000);
+        assert.equal(code, 0);
+        assert.doesNotMatch(server.logs(), DEADLINE_LINE);
+      } finally {
+        await server.stop();
+      }
+      const handle = openDatabase(database.url);
+      const row = await handle.db
+        .selectFrom('api_keys')
+        .select('last_used_at')
+        .where('id', '=', key.id)
+        .executeTakeFirstOrThrow();
+      await handle.destroy();
+      assert.ok(row.last_used_at !== null, 'last use is written when the server stops');
+    });
+
+    test('a connection whose request was in flight is closed once answered, and the process exits at once', async () => {
+      const server = await startServer({ DATABASE_URL: database.url });
+      try {
+        const inFlight = await rawConnection(server.port);
+        const post = startSignInPost(inFlight);
+        await sleep(300);
+        server.signal('SIGTERM');
+        await sleep(300);
+        post.finish();
+        // Kept alive after its answer, the connection would hold the process for 72 s.
+        assert.equal(await within(inFlight.ended, 3000), 'fin');
+        assert.equal(responsesIn(inFlight.received())[0]?.status, 403);
+        const { code, ms } = await server.exited(20_000);
+        assert.equal(code, 0);
+        assert.ok(ms < 3000, `exited ${Math.round(ms)} ms after the last answer`);
+      } finally {
+        await server.stop();
+      }
+    });
+  });
+}
+
+describe('shutdown deadline and hung stores', () => {
+  let database: TestDatabase;
+  let key: { id: string; rawKey: string };
+  const store = STORES.includes('postgres') ? 'postgres' : 'sqlite';
+
+  before(async () => {
+    database = await createTestDatabase(store);
+    const handle = openDatabase(database.url);
+    await migrateToLatest(handle.db);
+    key = await seedKey(handle.db, await seedAccount(handle.db));
+    await handle.destroy();
+  });
+  after(() => database.drop());
+
+  test('a request that never completes does not keep the process: one log line and exit 1 at the 10 s deadline', async () => {
+    const server = await startServer({ DATABASE_URL: database.url });
+    try {
+      const stuck = await rawConnection(server.port);
+      startSignInPost(stuck); // and never the rest
+      await sleep(300);
+      server.signal('SIGTERM');
+      const { code, ms } = await server.exited(25_000);
+      assert.equal(code, 1);
+      assert.ok(ms >= 9000 && ms < 15_000, `exited after ${Math.round(ms)} ms`);
+      assert.equal(
+        server
+          .logs()
+          .split('\n')
+          .filter((line) => DEADLINE_LINE.test(line)).length,
+        1,
+      );
+      stuck.socket.destroy();
+    } finally {
+      await server.stop();
+    }
+  });
+
+  test('a frozen Redis (SIGSTOP) does not hold up the shutdown', async () => {
+    const redis = await startRedis();
+    const server = await startServer({ DATABASE_URL: database.url, REDIS_URL: redis.url });
+    try {
+      const res = await fetch(`${server.url}/api/v1/public/users`, {
+        headers: { ...bearer(key.rawKey), connection: 'close' },
+      });
+      assert.equal(res.status, 200);
+      await res.arrayBuffer();
+      redis.process.kill('SIGSTOP');
+      server.signal('SIGTERM');
+      const { code, ms } = await server.exited(20_000);
+      assert.equal(code, 0);
+      assert.ok(ms < 5000, `exited after ${Math.round(ms)} ms`);
+    } finally {
+      await server.stop();
+      await redis.stop();
+    }
+  });
+});
+
+describe('METRICS_PORT', () => {
+  test('serve also listens for /metrics on METRICS_PORT (loopback), not on the main port, and still stops at once', async () => {
+    const database = await createTestDatabase('sqlite');
+    const metricsPort = await freePort();
+    const server = await startServer({ DATABASE_URL: database.url, METRICS_PORT: String(metricsPort) });
+    try {
+      // Logged just after the main port's line, which startServer waits for.
+      const listening = new RegExp(`metrics listening at http://127\\.0\\.0\\.1:${metricsPort}/metrics`);
+      for (let i = 0; i < 100 && !listening.test(server.logs()); i += 1) await sleep(50);
+      assert.match(server.logs(), listening);
+      assert.equal((await fetch(`${server.url}/metrics`)).status, 404);
+      // A scraper's connection, kept alive.
+      const scrape = await rawConnection(metricsPort);
+      scrape.socket.write('GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n');
+      while (!/http_requests_total/.test(scrape.received())) await sleep(20);
+      assert.equal(responsesIn(scrape.received())[0]?.status, 200);
+
+      server.signal('SIGTERM');
+      const { code, ms } = await server.exited(20_000);
+      assert.equal(code, 0);
+      assert.ok(ms < 3000, `exited after ${Math.round(ms)} ms`);
+    } finally {
+      await server.stop();
+      await database.drop();
+    }
+  });
+});
+
+describe('HTTP timeouts', () => {
+  let database: TestDatabase;
+  let server: ServerProcess;
+
+  before(async () => {
+    database = await createTestDatabase('sqlite');
+    server = await startServer({ DATABASE_URL: database.url });
+  });
+  after(async () => {
+    await server.stop();
+    await database.drop();
+  });
+
+  test('a client that sends its headers a byte at a time is cut off with 408 about 10 s after it began', async () => {
+    const slow = await rawConnection(server.port);
+    const request = `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: ${'a'.repeat(200)}`;
+    let sent = 0;
+    const drip = setInterval(() => {
+      if (!slow.socket.writable) return;
+      slow.socket.write(request.charAt(sent % request.length));
+      sent += 1;
+    }, 250);
+    const started = performance.now();
+    try {
+      // Node's own default (60 s, checked every 30 s) would leave it open for up to 90 s.
+      assert.equal(await within(slow.ended, 15_000), 'fin');
+      const ms = performance.now() - started;
+      assert.ok(ms >= 9000, `cut off after ${Math.round(ms)} ms`);
+      assert.equal(responsesIn(slow.received())[0]?.status, 408);
+    } finally {
+      clearInterval(drip);
+      slow.socket.destroy();
+    }
+  });
+});
+
+/**
+ * A TCP relay between the server and PostgreSQL that can be frozen: connections stay open and
+ * nothing passes either way, as with a database host that stopped answering.
+ */
+async function freezablePostgres(): Promise<{ port: number; freeze(): void; close(): Promise<void> }> {
+  const target = new URL(ADMIN_PG_URL);
+  const sockets = new Set<Socket>();
+  let frozen = false;
+  // Half-open allowed: a frozen host answers no FIN with its own, as Node would by default.
+  const relay: Server = createServer({ allowHalfOpen: true }, (client) => {
+    const upstream = connect({
+      port: Number(target.port || 5432),
+      host: target.hostname,
+      allowHalfOpen: true,
+    });
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => {});
+      socket.on('close', () => sockets.delete(socket));
+    }
+    client.on('data', (chunk) => frozen || upstream.write(chunk));
+    upstream.on('data', (chunk) => frozen || client.write(chunk));
+    client.on('end', () => frozen || upstream.end());
+    upstream.on('end', () => frozen || client.end());
+  });
+  relay.listen(0, '127.0.0.1');
+  await once(relay, 'listening');
+  const address = relay.address();
+  return {
+    port: typeof address === 'object' && address !== null ? address.port : 0,
+    freeze: () => {
+      frozen = true;
+    },
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      relay.close();
+    },
+  };
+}
+
+if (STORES.includes('postgres')) {
+  describe('shutdown with a frozen PostgreSQL', () => {
+    let database: TestDatabase;
+    let key: { id: string; rawKey: string };
+
+    before(async () => {
+      database = await createTestDatabase('postgres');
+      const handle = openDatabase(database.url);
+      await migrateToLatest(handle.db);
+      key = await seedKey(handle.db, await seedAccount(handle.db));
+      await handle.destroy();
+    });
+    after(() => database.drop());
+
+    test('the process exits, bounded by the store deadline', async () => {
+      const relay = await freezablePostgres();
+      const url = new URL(database.url);
+      url.host = `127.0.0.1:${relay.port}`;
+      const server = await startServer({ DATABASE_URL: url.toString() });
+      try {
+        // Several at once: the pool then holds several idle connections to the frozen server.
+        const answers = await Promise.all(
+          Array.from({ length: 6 }, () =>
+            fetch(`${server.url}/api/v1/public/users`, {
+              headers: { ...bearer(key.rawKey), connection: 'close' },
+            }),
+          ),
+        );
+        for (const res of answers) {
+          assert.equal(res.status, 200);
+          await res.arrayBuffer();
+        }
+        relay.freeze();
+        server.signal('SIGTERM');
+        const { code, ms } = await server.exited(25_000);
+        // The last-use write meets the store's deadline (about 2.5 s); closing the pool does not wait
+        // for a server that does not answer.
+        assert.equal(code, 0);
+        assert.ok(ms < 9000, `exited after ${Math.round(ms)} ms`);
+      } finally {
+        await server.stop();
+        await relay.close();
+      }
     });
   });
 }
