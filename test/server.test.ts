@@ -414,7 +414,11 @@ describe('HTTP timeouts', () => {
       assert.equal(await within(slow.ended, 15_000), 'fin');
       const ms = performance.now() - started;
       assert.ok(ms >= 9000, `cut off after ${Math.round(ms)} ms`);
-      assert.equal(responsesIn(slow.received())[0]?.status, 408);
+      const [response] = responsesIn(slow.received());
+      assert.equal(response?.status, 408);
+      // The contract's error shape, not Node's or Fastify's.
+      assert.deepEqual(Object.keys(JSON.parse(response?.body ?? '{}')), ['error', 'message']);
+      assert.equal(JSON.parse(response?.body ?? '{}').error, true);
     } finally {
       clearInterval(drip);
       slow.socket.destroy();
