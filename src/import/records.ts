@@ -1,3 +1,4 @@
+import { USER_ROLES } from '../auth/roles.ts';
 import type { AccountInput } from '../db/repositories/accounts.ts';
 import type { IncidentInput } from '../db/repositories/incidents.ts';
 import type { NamedResourceInput } from '../db/repositories/named-resources.ts';
@@ -12,7 +13,6 @@ import { InputError } from '../errors.ts';
 export const RECORD_TYPES = ['account', 'department', 'location', 'user', 'incident'] as const;
 export type RecordType = (typeof RECORD_TYPES)[number];
 
-export const USER_ROLES = ['super_admin', 'admin', 'manager', 'employee'] as const;
 export const INCIDENT_NUMBER = /^INC-(\d{4})-(\d{1,9})$/;
 const MAX_RATING = 100;
 

@@ -2,7 +2,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import formbody from '@fastify/formbody';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Interaction, Provider } from 'oidc-provider';
-import { roleName } from '../admin/access.ts';
+import { roleName } from '../auth/roles.ts';
 import { type UserAccountRow, userRepository } from '../db/repositories/users.ts';
 import { clientAccountId, userMayUseAccount } from './accounts.ts';
 import { OAUTH_PATH } from './provider.ts';

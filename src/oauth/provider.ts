@@ -3,7 +3,7 @@ import type { Configuration, Provider } from 'oidc-provider';
 import type { Database } from '../db/schema.ts';
 import { findAccount } from './accounts.ts';
 import { kyselyAdapter } from './adapter.ts';
-import { clientSecretMatches } from './clients.ts';
+import { clientSecretMatches } from '../services/oauth-client-service.ts';
 import type { OauthKeys } from './keys.ts';
 import { API_SCOPES, CLAIMS_BY_SCOPE } from './scopes.ts';
 import { messagePage, PAGE_SECURITY_HEADERS } from './views.ts';

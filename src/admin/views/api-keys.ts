@@ -1,7 +1,7 @@
 import { API_KEY_SCOPES, type ApiKeyScope } from '../../auth/api-keys.ts';
 import type { ApiKeyEventRow } from '../../db/repositories/api-keys.ts';
 import type { ApiKeyView } from '../../services/api-key-service.ts';
-import { html, type SafeHtml } from '../html.ts';
+import { html, type SafeHtml } from '../../lib/html.ts';
 import { dateTime } from './format.ts';
 import { csrfField, type Page, type SignedIn } from './layout.ts';
 

@@ -1,6 +1,6 @@
 import type { AdminPrincipal } from '../access.ts';
 import { CSRF_FIELD } from '../csrf.ts';
-import { html, type SafeHtml } from '../html.ts';
+import { html, type SafeHtml } from '../../lib/html.ts';
 import type { Flash } from '../sessions.ts';
 
 export interface SignedIn {

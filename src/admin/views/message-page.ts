@@ -1,4 +1,4 @@
-import { html } from '../html.ts';
+import { html } from '../../lib/html.ts';
 import { layout, type SignedIn } from './layout.ts';
 import { SIGN_IN_PATH } from './sign-in.ts';
 

@@ -1,5 +1,5 @@
-import type { OauthClientView } from '../../oauth/clients.ts';
-import { html, type SafeHtml } from '../html.ts';
+import type { OauthClientView } from '../../services/oauth-client-service.ts';
+import { html, type SafeHtml } from '../../lib/html.ts';
 import { INTEGRATIONS_PATH } from './api-keys.ts';
 import { dateTime } from './format.ts';
 import { csrfField, type Page, type SignedIn } from './layout.ts';

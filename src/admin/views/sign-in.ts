@@ -1,4 +1,4 @@
-import { html } from '../html.ts';
+import { html } from '../../lib/html.ts';
 import { csrfField, layout } from './layout.ts';
 
 export const SIGN_IN_PATH = '/admin/sign-in';

@@ -15,7 +15,7 @@ import { apiKeyRepository } from '../../db/repositories/api-keys.ts';
 import { userRepository } from '../../db/repositories/users.ts';
 import type { Database } from '../../db/schema.ts';
 import { InputError } from '../../errors.ts';
-import { oauthClientService } from '../../oauth/clients.ts';
+import { oauthClientService } from '../../services/oauth-client-service.ts';
 import { type ApiKeyView, apiKeyService, toView } from '../../services/api-key-service.ts';
 import { sendPage } from './responses.ts';
 import { sendSignedInPage, signedInAs } from './signed-in.ts';

@@ -8,7 +8,11 @@ import { CLIENT_TYPES, deleteConfirmationPage } from '../../admin/views/oauth-cl
 import { oauthClientRepository } from '../../db/repositories/oauth-clients.ts';
 import type { Database } from '../../db/schema.ts';
 import { InputError } from '../../errors.ts';
-import { type OauthClientView, oauthClientService, toOauthClientView } from '../../oauth/clients.ts';
+import {
+  type OauthClientView,
+  oauthClientService,
+  toOauthClientView,
+} from '../../services/oauth-client-service.ts';
 import { sendPage } from './responses.ts';
 import { sendSignedInPage, signedInAs } from './signed-in.ts';
 
