@@ -5,7 +5,7 @@ import { Worker } from 'node:worker_threads';
 import type { Kysely } from 'kysely';
 import { withBulkWriteSettings } from '../db/database.ts';
 import { accountRepository } from '../db/repositories/accounts.ts';
-import { type IncidentInput, incidentRepository } from '../db/repositories/incidents.ts';
+import { type IncidentInput, type IncidentKey, incidentRepository } from '../db/repositories/incidents.ts';
 import { namedResourceRepository } from '../db/repositories/named-resources.ts';
 import { type AccountOwnedTable, existingOwners } from '../db/repositories/ownership.ts';
 import { userRepository } from '../db/repositories/users.ts';
@@ -30,8 +30,6 @@ export type ImportSummary = Record<RecordType, number>;
  * (32,766) and PostgreSQL's (65,535) limits.
  */
 const BATCH_SIZE = 2000;
-
-type IncidentKey = { created_at: string; id: string };
 
 interface IncidentChange {
   /** Incidents of the account before this import. */
