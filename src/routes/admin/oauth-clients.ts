@@ -2,12 +2,12 @@ import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
 import { formField } from '../../admin/forms.ts';
 import { type Flash, setFlash } from '../../admin/sessions.ts';
-import { INTEGRATIONS_PATH } from '../../admin/views/api-keys.ts';
 import { messagePage } from '../../admin/views/message-page.ts';
 import { CLIENT_TYPES, deleteConfirmationPage } from '../../admin/views/oauth-clients-section.ts';
 import { oauthClientRepository } from '../../db/repositories/oauth-clients.ts';
 import type { Database } from '../../db/schema.ts';
 import { InputError } from '../../errors.ts';
+import { INTEGRATIONS_PATH } from '../../paths.ts';
 import {
   type OauthClientView,
   oauthClientService,
