@@ -4,6 +4,44 @@ import prettier from 'eslint-config-prettier';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
+/**
+ * Layers point one way (docs/architecture.md): routes → services → repositories → database. For
+ * each part of src/, the parts above it, which it must not import (type-only imports included, so
+ * a lower layer cannot even name a type from a higher one). Names are top-level entries of src/: a
+ * folder, or a module file without its `.ts`. Nothing but the executable imports the CLI.
+ */
+const TOP = ['app', 'server', 'observability', 'cli'];
+const ABOVE_AUTH = [...TOP, 'routes', 'admin', 'oauth', 'services', 'import', 'demo'];
+const ABOVE_DB = [...ABOVE_AUTH, 'auth', 'schemas'];
+const LAYERS = [
+  // Generic helpers: nothing from the project at all.
+  { files: ['src/lib/**'], forbidden: null },
+  { files: ['src/db/**'], forbidden: ABOVE_DB },
+  // The loose low modules at the top of src/, which every layer may use.
+  { files: ['src/{paths,config,errors,redis}.ts'], forbidden: ABOVE_DB, atTop: true },
+  { files: ['src/auth/**'], forbidden: ABOVE_AUTH },
+  { files: ['src/services/**'], forbidden: [...TOP, 'routes', 'admin', 'oauth'] },
+  { files: ['src/import/**'], forbidden: [...TOP, 'routes', 'admin', 'oauth'] },
+  { files: ['src/demo/**'], forbidden: [...TOP, 'routes', 'admin', 'oauth'] },
+  { files: ['src/schemas/**'], forbidden: [...TOP, 'routes', 'admin', 'oauth'] },
+  { files: ['src/oauth/**'], forbidden: [...TOP, 'routes', 'admin'] },
+  { files: ['src/admin/**'], forbidden: [...TOP, 'routes'] },
+  { files: ['src/routes/**'], forbidden: TOP },
+  { files: ['src/{app,server,observability}.ts'], forbidden: ['cli'], atTop: true },
+];
+
+// Import paths are relative: from a folder under src/ they climb with `../` to reach another
+// part; from a module at the top of src/ they start with `./`.
+const layerRules = LAYERS.map(({ files, forbidden, atTop }) => {
+  const from = files[0].replace('/**', '');
+  const message = `layers point one way: ${from} may not import this (docs/architecture.md)`;
+  const regex =
+    forbidden === null
+      ? '^\\.\\./'
+      : `^${atTop ? '\\./' : '(?:\\.\\./)+'}(?:${forbidden.join('|')})(?:/|\\.ts$)`;
+  return { files, rules: { 'no-restricted-imports': ['error', { patterns: [{ regex, message }] }] } };
+});
+
 export default tseslint.config(
   { ignores: ['node_modules/', 'dist/', 'data/', '.bench/', 'coverage/'] },
   js.configs.recommended,
@@ -21,5 +59,6 @@ export default tseslint.config(
     rules: { 'no-console': 'off', '@typescript-eslint/no-non-null-assertion': 'off' },
   },
   { files: ['src/admin/assets/**'], languageOptions: { globals: { ...globals.browser } } },
+  ...layerRules,
   prettier,
 );

@@ -3,6 +3,7 @@ import { maxHeaderSize, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isStoreUnavailable, STORE_RETRY_AFTER_SECONDS } from './db/store-health.ts';
+import { BEARER_REALM } from './paths.ts';
 
 /**
  * The one error type of the HTTP layer. Contract errors carry a string `code` (the body's `error`
@@ -28,13 +29,13 @@ export class ApiError extends Error {
       401,
       'API_KEY_REQUIRED',
       'An API key is required: send the header "Authorization: Bearer svc_<40 hex characters>".',
-      { 'www-authenticate': 'Bearer realm="safety-api"' },
+      { 'www-authenticate': BEARER_REALM },
     );
   }
 
   static apiKeyInvalid(): ApiError {
     return new ApiError(401, 'API_KEY_INVALID', 'The API key is unknown, disabled, revoked or expired.', {
-      'www-authenticate': 'Bearer realm="safety-api", error="invalid_token"',
+      'www-authenticate': `${BEARER_REALM}, error="invalid_token"`,
     });
   }
 

@@ -17,3 +17,21 @@ function findProjectRoot(start: string): string {
 }
 
 export const PROJECT_ROOT = findProjectRoot(dirname(fileURLToPath(import.meta.url)));
+
+// The service's own URL paths, one definition each: the code that mounts a surface and the code
+// that links to it, redirects to it or scopes a cookie to it read the same constant.
+
+/** The OAuth 2 authorization server; its issuer is `BASE_URL` + this (DESIGN: OAuth 2). */
+export const OAUTH_PATH = '/integration/v1/oauth2';
+
+/** Where the admin panel is mounted; its session cookie is scoped to it. */
+export const ADMIN_PATH = '/admin';
+export const SIGN_IN_PATH = `${ADMIN_PATH}/sign-in`;
+export const SIGN_OUT_PATH = `${ADMIN_PATH}/sign-out`;
+export const ADMIN_ASSETS_PATH = `${ADMIN_PATH}/assets`;
+export const INTEGRATIONS_PATH = `${ADMIN_PATH}/settings/integrations`;
+export const KEYS_PATH = `${INTEGRATIONS_PATH}/api-keys`;
+export const OAUTH_CLIENTS_PATH = `${INTEGRATIONS_PATH}/oauth-clients`;
+
+/** The `WWW-Authenticate` challenge of every surface that takes a bearer credential. */
+export const BEARER_REALM = 'Bearer realm="safety-api"';

@@ -1,3 +1,4 @@
+import { roleName } from '../auth/roles.ts';
 import type { AccountRow } from '../db/repositories/accounts.ts';
 import type { AdminSessionWithUser } from '../db/repositories/admin-sessions.ts';
 import type { UserAccountRow } from '../db/repositories/users.ts';
@@ -41,17 +42,6 @@ export function principalOfUser(user: UserAccountRow, account: AccountRow): Admi
     accountName: account.name,
     apiAccess: account.api_access,
   };
-}
-
-const ROLE_NAMES: Record<string, string> = {
-  super_admin: 'Super Admin',
-  admin: 'Admin',
-  manager: 'Manager',
-  employee: 'Employee',
-};
-
-export function roleName(role: string): string {
-  return ROLE_NAMES[role] ?? role;
 }
 
 /**

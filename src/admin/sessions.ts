@@ -2,6 +2,7 @@ import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } f
 import type { CookieSerializeOptions } from '@fastify/cookie';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { adminSessionRepository } from '../db/repositories/admin-sessions.ts';
+import { ADMIN_PATH } from '../paths.ts';
 import { type AdminPrincipal, principalOfSession } from './access.ts';
 import { newCsrfToken } from './csrf.ts';
 
@@ -53,7 +54,7 @@ export function adminCookieOptions(request: FastifyRequest): CookieSerializeOpti
   return {
     httpOnly: true,
     sameSite: 'lax',
-    path: '/admin',
+    path: ADMIN_PATH,
     secure: request.server.config.baseUrl.startsWith('https://'),
   };
 }

@@ -2,8 +2,9 @@ import type { Kysely } from 'kysely';
 import type { CommitWatch } from '../db/commit-watch.ts';
 import { apiKeyRepository, type KeyForAuth } from '../db/repositories/api-keys.ts';
 import type { Database } from '../db/schema.ts';
+import { Lru } from '../lib/lru.ts';
 
-/** Rows kept at most: far more keys than any deployment has in use at once. */
+/** Rows kept at most (the least recently used go first): far more keys than any deployment has in use at once. */
 const MAX_CACHED_KEYS = 10_000;
 
 /**
@@ -18,7 +19,7 @@ const MAX_CACHED_KEYS = 10_000;
  * kept, so guessing keys cannot fill the memory.
  */
 export class KeyLookup {
-  private readonly rows = new Map<string, { generation: number; row: KeyForAuth }>();
+  private readonly rows = new Lru<string, { generation: number; row: KeyForAuth }>(MAX_CACHED_KEYS);
 
   constructor(
     private readonly db: Kysely<Database>,
@@ -36,10 +37,6 @@ export class KeyLookup {
     if (row === undefined) {
       this.rows.delete(keyHash);
       return undefined;
-    }
-    if (cached === undefined && this.rows.size >= MAX_CACHED_KEYS) {
-      // Oldest first out: Map iteration follows insertion order.
-      this.rows.delete(this.rows.keys().next().value as string);
     }
     this.rows.set(keyHash, { generation, row });
     return row;

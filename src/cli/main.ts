@@ -4,6 +4,7 @@ import { ConfigError, loadConfig } from '../config.ts';
 import { openDatabase } from '../db/database.ts';
 import { migrateToLatest } from '../db/migrate.ts';
 import { InputError } from '../errors.ts';
+import { RECORD_KINDS, RECORD_TYPES } from '../import/records.ts';
 import { PROJECT_ROOT } from '../paths.ts';
 import { accountsCommands } from './accounts.ts';
 import { type Command, type CommandGroup, commandHelp, groupHelp, type Io } from './command.ts';
@@ -43,10 +44,11 @@ const migrate: Command = {
   },
 };
 
+const IMPORTED = RECORD_TYPES.map((type) => RECORD_KINDS[type].plural);
+
 const importData: Command = {
   name: 'import',
-  summary:
-    'Load accounts, departments, locations, users and incidents from a .json or .ndjson file, all or nothing',
+  summary: `Load ${IMPORTED.slice(0, -1).join(', ')} and ${IMPORTED.at(-1)} from a .json or .ndjson file, all or nothing`,
   usage: ['safety-api import FILE'],
   notes: ['Records are upserted by id in one transaction; a bad record is named by line and field.'],
   example: 'safety-api import ./exports/northwind.ndjson',
@@ -55,8 +57,7 @@ const importData: Command = {
     const { importFile } = await import('../import/import.ts');
     const counts = await withDatabase((db) => importFile(db, args[0] as string));
     io.out(
-      `Imported ${counts.account} accounts, ${counts.department} departments, ${counts.location} locations, ` +
-        `${counts.user} users, ${counts.incident} incidents.`,
+      `Imported ${RECORD_TYPES.map((type) => `${counts[type]} ${RECORD_KINDS[type].plural}`).join(', ')}.`,
     );
   },
 };

@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { InputError } from '../errors.ts';
-import { type OauthClientView, oauthClientService } from '../oauth/clients.ts';
+import { type OauthClientView, oauthClientService } from '../services/oauth-client-service.ts';
 import { type Command, type CommandGroup, positionals } from './command.ts';
 import { listForAccount, withDatabase } from './context.ts';
 

@@ -11,6 +11,7 @@ import {
   sql,
 } from 'kysely';
 import pg from 'pg';
+import { Lru } from '../lib/lru.ts';
 import { CommitWatch } from './commit-watch.ts';
 import type { Database } from './schema.ts';
 import { type BusyRetryOptions, ServerSqliteDialect } from './sqlite-driver.ts';
@@ -101,16 +102,13 @@ const STATEMENT_CACHE_SIZE = 256;
  * the driver runs statements synchronously and keeps the one connection locked while it streams.
  */
 function withStatementCache(sqlite: SqliteDatabase.Database): KyselySqliteDatabase {
-  const statements = new Map<string, SqliteDatabase.Statement>();
+  const statements = new Lru<string, SqliteDatabase.Statement>(STATEMENT_CACHE_SIZE);
   return {
     close: () => sqlite.close(),
     prepare(sql: string) {
       let statement = statements.get(sql);
       if (statement === undefined) {
         statement = sqlite.prepare(sql);
-        // Oldest first out: Map iteration follows insertion order.
-        if (statements.size >= STATEMENT_CACHE_SIZE)
-          statements.delete(statements.keys().next().value as string);
         statements.set(sql, statement);
       }
       return statement;

@@ -5,13 +5,20 @@ import { Worker } from 'node:worker_threads';
 import type { Kysely } from 'kysely';
 import { withBulkWriteSettings } from '../db/database.ts';
 import { accountRepository } from '../db/repositories/accounts.ts';
-import { type IncidentInput, incidentRepository } from '../db/repositories/incidents.ts';
-import { namedResourceRepository } from '../db/repositories/named-resources.ts';
+import { type IncidentInput, type IncidentKey, incidentRepository } from '../db/repositories/incidents.ts';
 import { type AccountOwnedTable, existingOwners } from '../db/repositories/ownership.ts';
-import { userRepository } from '../db/repositories/users.ts';
+import { type UserInput, userRepository } from '../db/repositories/users.ts';
 import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
-import { RECORD_TYPES, type RecordType, type ValidRecord } from './records.ts';
+import {
+  perRecordType,
+  RECORD_KINDS,
+  RECORD_TYPES,
+  type RecordKind,
+  type RecordType,
+  type RowOf,
+  type ValidRecord,
+} from './records.ts';
 import { type PlacedRecord, type ReadMessage, type ReadRequest, unpackChunk } from './source.ts';
 
 /**
@@ -30,8 +37,6 @@ export type ImportSummary = Record<RecordType, number>;
  * (32,766) and PostgreSQL's (65,535) limits.
  */
 const BATCH_SIZE = 2000;
-
-type IncidentKey = { created_at: string; id: string };
 
 interface IncidentChange {
   /** Incidents of the account before this import. */
@@ -56,21 +61,9 @@ interface Pending<Row> {
 
 /** Holds the validated records of one transaction until a batch is written. */
 class Batches {
-  readonly counts: ImportSummary = { account: 0, department: 0, location: 0, user: 0, incident: 0 };
-  private readonly pending: { [T in RecordType]: Pending<Extract<ValidRecord, { type: T }>['row']>[] } = {
-    account: [],
-    department: [],
-    location: [],
-    user: [],
-    incident: [],
-  };
-  private readonly pendingIds: { [T in RecordType]: Set<string> } = {
-    account: new Set(),
-    department: new Set(),
-    location: new Set(),
-    user: new Set(),
-    incident: new Set(),
-  };
+  readonly counts: ImportSummary = perRecordType(() => 0);
+  private readonly pending = perRecordType(() => []) as { [T in RecordType]: Pending<RowOf<T>>[] };
+  private readonly pendingIds = perRecordType(() => new Set<string>());
   private size = 0;
   /** Accounts known to exist, in the store or earlier in this import. */
   private readonly knownAccounts = new Set<string>();
@@ -168,50 +161,36 @@ class Batches {
     row.position = change.before + change.records;
   }
 
-  /** Writes every pending record, parents before children. */
+  /** Writes every pending record, in RECORD_KINDS' order: parents before children. */
   async flush(): Promise<void> {
-    const { account, department, location, user, incident } = this.pending;
-    await accountRepository.upsertMany(
-      this.db,
-      account.map((p) => p.row),
-      new Date().toISOString(),
-    );
-    for (const [table, batch] of [
-      ['departments', department],
-      ['locations', location],
-    ] as const) {
-      await this.checkOwnership(table, batch);
-      await namedResourceRepository.upsertMany(
-        this.db,
-        table,
-        batch.map((p) => p.row),
-      );
-    }
-    await this.checkOwnership('users', user);
-    await this.checkEmailsFree(user);
-    await userRepository.upsertMany(
-      this.db,
-      user.map((p) => p.row),
-    );
-    // The upsert itself refuses to move an incident to another account (one statement instead of
-    // a lookup per batch); a short count says that some record was refused, and which is looked up.
-    const written = await incidentRepository.upsertMany(
-      this.db,
-      incident.map((p) => p.row),
-    );
-    if (written < incident.length) await this.checkOwnership('incidents', incident);
-
+    const now = new Date().toISOString();
     for (const type of RECORD_TYPES) {
+      await this.write(type, now);
       this.pending[type].length = 0;
       this.pendingIds[type].clear();
     }
     this.size = 0;
   }
 
+  private async write<T extends RecordType>(type: T, now: string): Promise<void> {
+    const batch = this.pending[type] as Pending<RowOf<T>>[];
+    if (batch.length === 0) return;
+    const kind = RECORD_KINDS[type] as RecordKind<RowOf<T>>;
+    const owned = batch as Pending<{ id: string; account_id: string }>[];
+    if (kind.ownedIn !== null && !kind.upsertRefusesMoves) await this.checkOwnership(kind.ownedIn, owned);
+    if (type === 'user') await this.checkEmailsFree(batch as Pending<UserInput>[]);
+    const written = await kind.upsert(
+      this.db,
+      batch.map((p) => p.row),
+      now,
+    );
+    // A short count says that the upsert refused some record; which one is looked up.
+    if (kind.ownedIn !== null && written < batch.length) await this.checkOwnership(kind.ownedIn, owned);
+  }
+
   /**
-   * An import updates records by id but never moves one to another account. Departments, locations
-   * and users are checked before they are written (a user's email check relies on it); incidents
-   * after, when the upsert wrote fewer rows than it was given.
+   * An import updates records by id but never moves one to another account: checked before a
+   * batch is written, or after, when its upsert refuses moves itself and wrote fewer rows.
    */
   private async checkOwnership(
     table: AccountOwnedTable,

@@ -1,26 +1,21 @@
-import type { AccountInput } from '../db/repositories/accounts.ts';
-import type { IncidentInput } from '../db/repositories/incidents.ts';
-import type { NamedResourceInput } from '../db/repositories/named-resources.ts';
-import type { UserInput } from '../db/repositories/users.ts';
+import type { Kysely } from 'kysely';
+import { USER_ROLES } from '../auth/roles.ts';
+import { type AccountInput, accountRepository } from '../db/repositories/accounts.ts';
+import { type IncidentInput, incidentRepository } from '../db/repositories/incidents.ts';
+import { type NamedResourceInput, namedResourceRepository } from '../db/repositories/named-resources.ts';
+import type { AccountOwnedTable } from '../db/repositories/ownership.ts';
+import { type UserInput, userRepository } from '../db/repositories/users.ts';
+import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
 
 /**
- * Validation of import records. Each record is checked field by field and turned into the row
- * the repositories store; the first problem is reported with the record's place and field name.
+ * The record types an import takes, and how each one's records are validated and written. Each
+ * record is checked field by field and turned into the row its repository stores; the first
+ * problem is reported with the record's place and field name.
  */
 
-export const RECORD_TYPES = ['account', 'department', 'location', 'user', 'incident'] as const;
-export type RecordType = (typeof RECORD_TYPES)[number];
-
-export const USER_ROLES = ['super_admin', 'admin', 'manager', 'employee'] as const;
 export const INCIDENT_NUMBER = /^INC-(\d{4})-(\d{1,9})$/;
 const MAX_RATING = 100;
-
-export type ValidRecord =
-  | { type: 'account'; row: AccountInput }
-  | { type: 'department' | 'location'; row: NamedResourceInput }
-  | { type: 'user'; row: UserInput }
-  | { type: 'incident'; row: IncidentInput };
 
 const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$/;
@@ -81,41 +76,8 @@ function isCanonicalUtc(text: string): boolean {
   );
 }
 
-const ALLOWED_FIELDS: Record<RecordType, ReadonlySet<string>> = {
-  account: new Set(['id', 'name', 'api_access', 'rate_limit_per_hour']),
-  department: new Set(['id', 'account_id', 'name', 'active', 'created_at']),
-  location: new Set(['id', 'account_id', 'name', 'active', 'created_at']),
-  user: new Set([
-    'id',
-    'account_id',
-    'name',
-    'email',
-    'role',
-    'department',
-    'job_title',
-    'active',
-    'vendor_support',
-    'created_at',
-  ]),
-  incident: new Set([
-    'id',
-    'account_id',
-    'incident_number',
-    'description',
-    'status',
-    'severity_likelihood',
-    'severity_impact',
-    // Computed by the service; accepted so that API output can be imported again, never stored.
-    'severity_score',
-    'location',
-    'incident_date',
-    'created_at',
-    'updated_at',
-  ]),
-};
-
 /** Reads one record's fields, naming the record and field in every error. */
-class Fields {
+export class Fields {
   constructor(
     private readonly where: string,
     private readonly record: Record<string, unknown>,
@@ -221,12 +183,179 @@ class Fields {
   }
 
   rejectUnknown(type: RecordType, extra: readonly string[]): void {
+    const allowed = ALLOWED_FIELDS[type];
     for (const field of Object.keys(this.record)) {
-      if (!ALLOWED_FIELDS[type].has(field) && !extra.includes(field))
-        this.fail(field, `is not a field of ${type}`);
+      if (!allowed.has(field) && !extra.includes(field)) this.fail(field, `is not a field of ${type}`);
     }
   }
 }
+
+/** What the importer knows about one record type. */
+export interface RecordKind<Row extends { id: string }> {
+  /** The records' `.json` section, and how the CLI counts them. */
+  plural: string;
+  /** The fields a record may carry; any other is refused. */
+  fields: readonly string[];
+  /** The row a record stores; throws the InputError of its first bad field. */
+  validate(f: Fields, now: string): Row;
+  /**
+   * The table of rows that belong to an account (`account_id`, which must name an account that
+   * exists), where a record may not take over another account's row; null for accounts themselves.
+   */
+  ownedIn: AccountOwnedTable | null;
+  /**
+   * Whether `upsert` itself refuses to move a row to another account, writing fewer rows instead:
+   * then ownership is looked up only when it wrote fewer; otherwise before every batch.
+   */
+  upsertRefusesMoves: boolean;
+  /** Writes a batch, updating by id; returns the number of rows written. */
+  upsert(db: Kysely<Database>, rows: Row[], now: string): Promise<number>;
+}
+
+function namedResource(plural: 'departments' | 'locations'): RecordKind<NamedResourceInput> {
+  return {
+    plural,
+    fields: ['id', 'account_id', 'name', 'active', 'created_at'],
+    validate: (f, now) => ({
+      id: f.uuid('id'),
+      account_id: f.uuid('account_id'),
+      name: f.text('name', 200),
+      active: f.flag('active', true),
+      created_at: f.dateTime('created_at', now),
+    }),
+    ownedIn: plural,
+    upsertRefusesMoves: false,
+    upsert: async (db, rows) => {
+      await namedResourceRepository.upsertMany(db, plural, rows);
+      return rows.length;
+    },
+  };
+}
+
+/**
+ * Every record type, in dependency order: a `.json` file's sections are read, and each batch is
+ * written, in this order, so an account is in the store before anything that belongs to it.
+ */
+export const RECORD_KINDS = {
+  account: {
+    plural: 'accounts',
+    fields: ['id', 'name', 'api_access', 'rate_limit_per_hour'],
+    validate: (f) => ({
+      id: f.uuid('id'),
+      name: f.text('name', 200),
+      api_access: f.flag('api_access', true),
+      rate_limit_per_hour: f.integer('rate_limit_per_hour', 1, 1_000_000_000, 1000),
+    }),
+    ownedIn: null,
+    upsertRefusesMoves: false,
+    upsert: async (db, rows, now) => {
+      await accountRepository.upsertMany(db, rows, now);
+      return rows.length;
+    },
+  } satisfies RecordKind<AccountInput>,
+  department: namedResource('departments'),
+  location: namedResource('locations'),
+  user: {
+    plural: 'users',
+    fields: [
+      'id',
+      'account_id',
+      'name',
+      'email',
+      'role',
+      'department',
+      'job_title',
+      'active',
+      'vendor_support',
+      'created_at',
+    ],
+    validate: (f, now) => ({
+      id: f.uuid('id'),
+      account_id: f.uuid('account_id'),
+      name: f.text('name', 200),
+      email: f.email('email'),
+      role: f.oneOf('role', USER_ROLES),
+      department: f.optionalText('department', 200),
+      job_title: f.optionalText('job_title', 200),
+      active: f.flag('active', true),
+      vendor_support: f.flag('vendor_support', false),
+      created_at: f.dateTime('created_at', now),
+    }),
+    ownedIn: 'users',
+    // Checked first: the email check relies on knowing whose row an id is.
+    upsertRefusesMoves: false,
+    upsert: async (db, rows) => {
+      await userRepository.upsertMany(db, rows);
+      return rows.length;
+    },
+  } satisfies RecordKind<UserInput>,
+  incident: {
+    plural: 'incidents',
+    fields: [
+      'id',
+      'account_id',
+      'incident_number',
+      'description',
+      'status',
+      'severity_likelihood',
+      'severity_impact',
+      // Computed by the service; accepted so that API output can be imported again, never stored.
+      'severity_score',
+      'location',
+      'incident_date',
+      'created_at',
+      'updated_at',
+    ],
+    validate: (f, now) => {
+      const id = f.uuid('id');
+      const accountId = f.uuid('account_id');
+      const incidentNumber = f.text('incident_number', 30);
+      if (!INCIDENT_NUMBER.test(incidentNumber)) {
+        f.fail(
+          'incident_number',
+          `must look like INC-<year>-<sequence>, e.g. INC-2026-0042 (got "${incidentNumber}")`,
+        );
+      }
+      const createdAt = f.dateTime('created_at', now);
+      return {
+        id,
+        account_id: accountId,
+        incident_number: incidentNumber,
+        description: f.optionalText('description', 100_000),
+        status: f.text('status', 50),
+        severity_likelihood: f.optionalInteger('severity_likelihood', 0, MAX_RATING),
+        severity_impact: f.optionalInteger('severity_impact', 0, MAX_RATING),
+        location: f.optionalText('location', 200),
+        incident_date: f.optionalDate('incident_date'),
+        created_at: createdAt,
+        updated_at: f.dateTime('updated_at', createdAt),
+      };
+    },
+    ownedIn: 'incidents',
+    // One statement instead of a lookup per batch (see incidentRepository.upsertMany).
+    upsertRefusesMoves: true,
+    upsert: (db, rows) => incidentRepository.upsertMany(db, rows),
+  } satisfies RecordKind<IncidentInput>,
+};
+
+export type RecordType = keyof typeof RECORD_KINDS;
+export const RECORD_TYPES = Object.keys(RECORD_KINDS) as RecordType[];
+
+/** The row a record of type `T` stores. */
+export type RowOf<T extends RecordType> = ReturnType<(typeof RECORD_KINDS)[T]['validate']>;
+
+export type ValidRecord = { [T in RecordType]: { type: T; row: RowOf<T> } }[RecordType];
+
+/** One value per record type, made by `make`. */
+export function perRecordType<V>(make: (type: RecordType) => V): Record<RecordType, V> {
+  const values = {} as Record<RecordType, V>;
+  for (const type of RECORD_TYPES) values[type] = make(type);
+  return values;
+}
+
+const ALLOWED_FIELDS: Record<RecordType, ReadonlySet<string>> = perRecordType(
+  (type) => new Set(RECORD_KINDS[type].fields),
+);
 
 /**
  * Validates one record of `type`. `where` names it in errors (`line 12`, `incidents[3]`);
@@ -244,73 +373,5 @@ export function validateRecord(
   }
   const f = new Fields(where, value as Record<string, unknown>);
   f.rejectUnknown(type, extraFields);
-
-  switch (type) {
-    case 'account':
-      return {
-        type,
-        row: {
-          id: f.uuid('id'),
-          name: f.text('name', 200),
-          api_access: f.flag('api_access', true),
-          rate_limit_per_hour: f.integer('rate_limit_per_hour', 1, 1_000_000_000, 1000),
-        },
-      };
-    case 'department':
-    case 'location':
-      return {
-        type,
-        row: {
-          id: f.uuid('id'),
-          account_id: f.uuid('account_id'),
-          name: f.text('name', 200),
-          active: f.flag('active', true),
-          created_at: f.dateTime('created_at', now),
-        },
-      };
-    case 'user':
-      return {
-        type,
-        row: {
-          id: f.uuid('id'),
-          account_id: f.uuid('account_id'),
-          name: f.text('name', 200),
-          email: f.email('email'),
-          role: f.oneOf('role', USER_ROLES),
-          department: f.optionalText('department', 200),
-          job_title: f.optionalText('job_title', 200),
-          active: f.flag('active', true),
-          vendor_support: f.flag('vendor_support', false),
-          created_at: f.dateTime('created_at', now),
-        },
-      };
-    case 'incident': {
-      const id = f.uuid('id');
-      const accountId = f.uuid('account_id');
-      const incidentNumber = f.text('incident_number', 30);
-      if (!INCIDENT_NUMBER.test(incidentNumber)) {
-        f.fail(
-          'incident_number',
-          `must look like INC-<year>-<sequence>, e.g. INC-2026-0042 (got "${incidentNumber}")`,
-        );
-      }
-      const createdAt = f.dateTime('created_at', now);
-      return {
-        type,
-        row: {
-          id,
-          account_id: accountId,
-          incident_number: incidentNumber,
-          description: f.optionalText('description', 100_000),
-          status: f.text('status', 50),
-          severity_likelihood: f.optionalInteger('severity_likelihood', 0, MAX_RATING),
-          severity_impact: f.optionalInteger('severity_impact', 0, MAX_RATING),
-          location: f.optionalText('location', 200),
-          incident_date: f.optionalDate('incident_date'),
-          created_at: createdAt,
-          updated_at: f.dateTime('updated_at', createdAt),
-        },
-      };
-    }
-  }
+  return { type, row: RECORD_KINDS[type].validate(f, now) } as ValidRecord;
 }

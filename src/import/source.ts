@@ -2,7 +2,7 @@ import { createReadStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { StringDecoder } from 'node:string_decoder';
 import { InputError } from '../errors.ts';
-import { RECORD_TYPES, type RecordType, type ValidRecord, validateRecord } from './records.ts';
+import { RECORD_KINDS, RECORD_TYPES, type RecordType, type ValidRecord, validateRecord } from './records.ts';
 
 /**
  * Reading an import file: its records, parsed and validated, in file order, a read's worth at a
@@ -26,13 +26,10 @@ interface SourceRecord {
 /** Envelope fields of an NDJSON record, beside the record's own. */
 const NDJSON_ENVELOPE = ['type'] as const;
 
-const JSON_SECTIONS: Record<string, RecordType> = {
-  accounts: 'account',
-  departments: 'department',
-  locations: 'location',
-  users: 'user',
-  incidents: 'incident',
-};
+/** The sections of a .json file and the record type each holds, in dependency order. */
+const JSON_SECTIONS: Record<string, RecordType> = Object.fromEntries(
+  RECORD_TYPES.map((type) => [RECORD_KINDS[type].plural, type]),
+);
 
 /** A line break as readline sees one: `\r\n`, `\n` or a lone `\r`. */
 const LINE_BREAK = /\r\n|\n|\r/;
@@ -116,7 +113,7 @@ async function* readJson(path: string): AsyncGenerator<SourceRecord[]> {
   }
   if (typeof document !== 'object' || document === null || Array.isArray(document)) {
     throw new InputError(
-      'the file must hold one JSON object with arrays accounts, departments, locations, users, incidents',
+      `the file must hold one JSON object with arrays ${Object.keys(JSON_SECTIONS).join(', ')}`,
     );
   }
   for (const key of Object.keys(document)) {

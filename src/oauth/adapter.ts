@@ -4,7 +4,7 @@ import type { Adapter, AdapterFactory, AdapterPayload } from 'oidc-provider';
 import { oauthClientRepository } from '../db/repositories/oauth-clients.ts';
 import { oauthPayloadRepository } from '../db/repositories/oauth-payloads.ts';
 import type { Database } from '../db/schema.ts';
-import { redirectUrisOf } from './clients.ts';
+import { redirectUrisOf } from '../services/oauth-client-service.ts';
 import { ALL_SCOPES } from './scopes.ts';
 
 /**

@@ -2,10 +2,10 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import formbody from '@fastify/formbody';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Interaction, Provider } from 'oidc-provider';
-import { roleName } from '../admin/access.ts';
+import { roleName } from '../auth/roles.ts';
 import { type UserAccountRow, userRepository } from '../db/repositories/users.ts';
+import { OAUTH_PATH } from '../paths.ts';
 import { clientAccountId, userMayUseAccount } from './accounts.ts';
-import { OAUTH_PATH } from './provider.ts';
 import { ACCOUNT_DATA_APPROVER_ROLES, ACCOUNT_DATA_SCOPES } from './scopes.ts';
 import { approvalRefusedPage, consentPage, messagePage, PAGE_SECURITY_HEADERS, signInPage } from './views.ts';
 

@@ -5,10 +5,11 @@ import fp from 'fastify-plugin';
 import { oauthPayloadRepository } from '../db/repositories/oauth-payloads.ts';
 import { isStoreUnavailable, STORE_RETRY_AFTER_SECONDS } from '../db/store-health.ts';
 import { ApiError } from '../errors.ts';
+import { OAUTH_PATH } from '../paths.ts';
 import { type AccessTokenVerifier, accessTokenVerifier } from './access-tokens.ts';
 import { interactionRoutes } from './interactions.ts';
 import { loadOauthKeys } from './keys.ts';
-import { createOauthProvider, OAUTH_PATH } from './provider.ts';
+import { createOauthProvider } from './provider.ts';
 
 declare module 'fastify' {
   interface FastifyInstance {

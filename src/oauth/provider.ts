@@ -1,15 +1,13 @@
 import type { Kysely } from 'kysely';
 import type { Configuration, Provider } from 'oidc-provider';
 import type { Database } from '../db/schema.ts';
+import { OAUTH_PATH } from '../paths.ts';
 import { findAccount } from './accounts.ts';
 import { kyselyAdapter } from './adapter.ts';
-import { clientSecretMatches } from './clients.ts';
+import { clientSecretMatches } from '../services/oauth-client-service.ts';
 import type { OauthKeys } from './keys.ts';
 import { API_SCOPES, CLAIMS_BY_SCOPE } from './scopes.ts';
 import { messagePage, PAGE_SECURITY_HEADERS } from './views.ts';
-
-/** Where the authorization server lives; the issuer is the base URL followed by this path. */
-export const OAUTH_PATH = '/integration/v1/oauth2';
 
 const MINUTE = 60;
 const HOUR = 60 * MINUTE;

@@ -1,4 +1,4 @@
-import { html, type SafeHtml } from '../admin/html.ts';
+import { html, type SafeHtml } from '../lib/html.ts';
 import { SCOPE_DESCRIPTIONS } from './scopes.ts';
 
 /**

@@ -17,18 +17,11 @@ import { InputError } from '../errors.ts';
  * written with its audit event in one transaction, and seen by the public API at its next request.
  */
 
-export interface ApiKeyView {
-  id: string;
-  account_id: string;
-  name: string;
-  prefix: string;
+/** A key as the CLI and the panel show it: its state includes `expired`, derived from `expires_at`. */
+export type ApiKeyView = Omit<ApiKeyRow, 'scope' | 'state' | 'updated_at'> & {
   scope: ApiKeyScope;
   state: ApiKeyState;
-  expires_at: string | null;
-  last_used_at: string | null;
-  created_by: string | null;
-  created_at: string;
-}
+};
 
 /** Who made a change: a user id, or `cli`. */
 export type Actor = string;

@@ -6,8 +6,8 @@ import * as oidc from 'openid-client';
 import { cheapPasswordHash } from '../auth/password-fixtures.ts';
 import type { Store } from '../../src/db/database.ts';
 import type { Database } from '../../src/db/schema.ts';
-import { oauthClientService } from '../../src/oauth/clients.ts';
-import { OAUTH_PATH } from '../../src/oauth/provider.ts';
+import { oauthClientService } from '../../src/services/oauth-client-service.ts';
+import { OAUTH_PATH } from '../../src/paths.ts';
 import { createTestContext, type TestContext } from '../helpers.ts';
 
 /**

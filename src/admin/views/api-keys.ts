@@ -1,14 +1,12 @@
 import { API_KEY_SCOPES, type ApiKeyScope } from '../../auth/api-keys.ts';
 import type { ApiKeyEventRow } from '../../db/repositories/api-keys.ts';
+import { INTEGRATIONS_PATH, KEYS_PATH } from '../../paths.ts';
 import type { ApiKeyView } from '../../services/api-key-service.ts';
-import { html, type SafeHtml } from '../html.ts';
+import { html, type SafeHtml } from '../../lib/html.ts';
 import { dateTime } from './format.ts';
 import { csrfField, type Page, type SignedIn } from './layout.ts';
 
 const EXPIRY_WARNING_MS = 7 * 24 * 3600 * 1000;
-
-export const KEYS_PATH = '/admin/settings/integrations/api-keys';
-export const INTEGRATIONS_PATH = '/admin/settings/integrations';
 
 export function keyPath(keyId: string): string {
   return `${KEYS_PATH}/${encodeURIComponent(keyId)}`;

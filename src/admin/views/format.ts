@@ -1,4 +1,4 @@
-import { html, type SafeHtml } from '../html.ts';
+import { html, type SafeHtml } from '../../lib/html.ts';
 
 /** A UTC time people read at a glance, with the exact instant kept in the `datetime` attribute. */
 export function dateTime(iso: string | null, whenNull = 'Never'): SafeHtml {

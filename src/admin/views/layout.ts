@@ -1,6 +1,7 @@
 import type { AdminPrincipal } from '../access.ts';
 import { CSRF_FIELD } from '../csrf.ts';
-import { html, type SafeHtml } from '../html.ts';
+import { html, type SafeHtml } from '../../lib/html.ts';
+import { ADMIN_ASSETS_PATH, ADMIN_PATH, SIGN_OUT_PATH } from '../../paths.ts';
 import type { Flash } from '../sessions.ts';
 
 export interface SignedIn {
@@ -46,11 +47,11 @@ function header(signedIn: SignedIn | null | undefined): SafeHtml {
   const account = signedIn
     ? html`<div class="who">
     <span>${signedIn.principal.name} <span class="muted">(${signedIn.principal.accountName})</span></span>
-    <form method="post" action="/admin/sign-out">${csrfField(signedIn.csrfToken)}<button type="submit" class="button button-quiet">Sign out</button></form>
+    <form method="post" action="${SIGN_OUT_PATH}">${csrfField(signedIn.csrfToken)}<button type="submit" class="button button-quiet">Sign out</button></form>
   </div>`
     : null;
   return html`<header class="site-header">
-  <a class="brand" href="/admin">Safety Incident API · Admin</a>
+  <a class="brand" href="${ADMIN_PATH}">Safety Incident API · Admin</a>
   ${account}
 </header>`;
 }
@@ -68,8 +69,8 @@ export function layout(page: Page): string {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${page.title} · Safety Incident API admin</title>
-<link rel="stylesheet" href="/admin/assets/admin.css">
-<script src="/admin/assets/admin.js" defer></script>
+<link rel="stylesheet" href="${ADMIN_ASSETS_PATH}/admin.css">
+<script src="${ADMIN_ASSETS_PATH}/admin.js" defer></script>
 </head>
 <body>
 <a class="skip-link" href="#main">Skip to content</a>

@@ -1,6 +1,6 @@
-import { html } from '../html.ts';
+import { html } from '../../lib/html.ts';
+import { ADMIN_PATH, SIGN_IN_PATH } from '../../paths.ts';
 import { layout, type SignedIn } from './layout.ts';
-import { SIGN_IN_PATH } from './sign-in.ts';
 
 /** A page that explains why something did not happen (refusal, bad CSRF token, not found, error). */
 export function messagePage(options: {
@@ -37,6 +37,6 @@ export function csrfFailurePage(): string {
     title: 'Invalid or missing CSRF token',
     message:
       'This form was not sent from a current page of the admin panel, or your session has ended. Nothing was changed.',
-    next: { href: '/admin', label: 'Back to the admin panel' },
+    next: { href: ADMIN_PATH, label: 'Back to the admin panel' },
   });
 }

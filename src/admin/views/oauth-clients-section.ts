@@ -1,10 +1,8 @@
-import type { OauthClientView } from '../../oauth/clients.ts';
-import { html, type SafeHtml } from '../html.ts';
-import { INTEGRATIONS_PATH } from './api-keys.ts';
+import { INTEGRATIONS_PATH, OAUTH_CLIENTS_PATH } from '../../paths.ts';
+import type { OauthClientView } from '../../services/oauth-client-service.ts';
+import { html, type SafeHtml } from '../../lib/html.ts';
 import { dateTime } from './format.ts';
 import { csrfField, type Page, type SignedIn } from './layout.ts';
-
-export const OAUTH_CLIENTS_PATH = '/admin/settings/integrations/oauth-clients';
 
 export function clientPath(clientId: string): string {
   return `${OAUTH_CLIENTS_PATH}/${encodeURIComponent(clientId)}`;

@@ -1,7 +1,6 @@
-import { html } from '../html.ts';
+import { html } from '../../lib/html.ts';
+import { SIGN_IN_PATH } from '../../paths.ts';
 import { csrfField, layout } from './layout.ts';
-
-export const SIGN_IN_PATH = '/admin/sign-in';
 
 export function signInPage(options: {
   csrfToken: string;

@@ -1,16 +1,5 @@
-import { type Kysely, sql } from 'kysely';
-import type { Database } from '../schema.ts';
-
-export interface AccountRow {
-  id: string;
-  name: string;
-  api_access: number;
-  rate_limit_per_hour: number;
-  incident_count: number;
-  data_version: number;
-}
-
-export type AccountInput = Omit<AccountRow, 'incident_count' | 'data_version'>;
+import { type Kysely, type Selectable, sql } from 'kysely';
+import type { AccountsTable, Database } from '../schema.ts';
 
 const COLUMNS = [
   'id',
@@ -20,6 +9,10 @@ const COLUMNS = [
   'incident_count',
   'data_version',
 ] as const;
+
+export type AccountRow = Pick<Selectable<AccountsTable>, (typeof COLUMNS)[number]>;
+
+export type AccountInput = Omit<AccountRow, 'incident_count' | 'data_version'>;
 
 export const accountRepository = {
   async findById(db: Kysely<Database>, id: string): Promise<AccountRow | undefined> {

@@ -1,28 +1,18 @@
-import type { Kysely } from 'kysely';
-import type { Database } from '../schema.ts';
+import type { Kysely, Selectable } from 'kysely';
+import type { AccountsTable, AdminSessionsTable, Database, UsersTable } from '../schema.ts';
 
-export interface AdminSessionRow {
-  id_hash: string;
-  user_id: string;
-  account_id: string;
-  csrf_token: string;
-  flash: string | null;
-  created_at: string;
-  last_seen_at: string;
-  expires_at: string;
-}
+export type AdminSessionRow = Selectable<AdminSessionsTable>;
+
+/** Columns of a joined table, selected as `<prefix><column>` so they cannot clash with the session's. */
+type Prefixed<Row, Prefix extends string> = { [K in keyof Row & string as `${Prefix}${K}`]: Row[K] };
 
 /** A session with what every panel request re-checks about its user and the user's account. */
-export interface AdminSessionWithUser extends AdminSessionRow {
-  user_name: string;
-  user_email: string;
-  user_role: string;
-  user_active: number;
-  user_vendor_support: number;
-  user_account_id: string;
-  account_name: string;
-  account_api_access: number;
-}
+export type AdminSessionWithUser = AdminSessionRow &
+  Prefixed<
+    Pick<Selectable<UsersTable>, 'name' | 'email' | 'role' | 'active' | 'vendor_support' | 'account_id'>,
+    'user_'
+  > &
+  Prefixed<Pick<Selectable<AccountsTable>, 'name' | 'api_access'>, 'account_'>;
 
 export const adminSessionRepository = {
   async insert(db: Kysely<Database>, row: AdminSessionRow): Promise<void> {

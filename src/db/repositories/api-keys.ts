@@ -1,42 +1,18 @@
-import type { CompiledQuery, Insertable, Kysely } from 'kysely';
+import type { CompiledQuery, Insertable, Kysely, Selectable } from 'kysely';
 import { preparedOnPostgres } from '../database.ts';
-import type { ApiKeyEventsTable, Database } from '../schema.ts';
+import type { AccountsTable, ApiKeyEventsTable, ApiKeysTable, Database } from '../schema.ts';
 
-export interface ApiKeyRow {
-  id: string;
-  account_id: string;
-  name: string;
-  prefix: string;
-  scope: string;
-  state: string;
-  expires_at: string | null;
-  last_used_at: string | null;
-  created_by: string | null;
-  created_at: string;
-  updated_at: string;
-}
+/** A key as its owners see it: everything but the hash, which never leaves the store. */
+export type ApiKeyRow = Omit<Selectable<ApiKeysTable>, 'key_hash'>;
 
 /** What a request needs to know about its key and account, read in one indexed lookup. */
-export interface KeyForAuth {
-  id: string;
-  account_id: string;
-  scope: string;
-  state: string;
-  expires_at: string | null;
-  api_access: number;
-  rate_limit_per_hour: number;
-  incident_count: number;
-  data_version: number;
-}
+export type KeyForAuth = Pick<
+  Selectable<ApiKeysTable>,
+  'id' | 'account_id' | 'scope' | 'state' | 'expires_at'
+> &
+  Pick<Selectable<AccountsTable>, 'api_access' | 'rate_limit_per_hour' | 'incident_count' | 'data_version'>;
 
-export interface ApiKeyEventRow {
-  id: number;
-  key_id: string;
-  actor: string;
-  action: string;
-  detail: string | null;
-  created_at: string;
-}
+export type ApiKeyEventRow = Omit<Selectable<ApiKeyEventsTable>, 'account_id'>;
 
 const COLUMNS = [
   'id',
@@ -102,7 +78,7 @@ export const apiKeyRepository = {
       .execute();
   },
 
-  async insert(db: Kysely<Database>, row: ApiKeyRow & { key_hash: string }): Promise<void> {
+  async insert(db: Kysely<Database>, row: Insertable<ApiKeysTable>): Promise<void> {
     await db.insertInto('api_keys').values(row).execute();
   },
 

@@ -4,6 +4,9 @@ import type { Database, IncidentsTable } from '../schema.ts';
 /** An incident as the API shows it: every stored column but its account and paging position. */
 export type IncidentRow = Omit<Selectable<IncidentsTable>, 'account_id' | 'position'>;
 
+/** An incident's place in paging order, which is (created_at, id) ascending. */
+export type IncidentKey = Pick<Selectable<IncidentsTable>, 'created_at' | 'id'>;
+
 /** `position` may be a guess: `rerank` settles positions after writes that could break them. */
 export type IncidentInput = IncidentRow & { account_id: string; position?: number };
 
@@ -141,10 +144,7 @@ export const incidentRepository = {
    * The largest (created_at, id) of the account, the last in paging order; null without incidents.
    * Read at the last position: every write settles positions before it commits.
    */
-  async newestKey(
-    db: Kysely<Database>,
-    accountId: string,
-  ): Promise<{ created_at: string; id: string } | null> {
+  async newestKey(db: Kysely<Database>, accountId: string): Promise<IncidentKey | null> {
     const row = await db
       .selectFrom('incidents')
       .select(['created_at', 'id'])
@@ -169,11 +169,7 @@ export const incidentRepository = {
    * (created_at, id) that changed when a change only inserted rows: every earlier incident keeps
    * its rank, so appending new incidents renumbers only the new ones.
    */
-  async rerank(
-    db: Kysely<Database>,
-    accountId: string,
-    from: { created_at: string; id: string } | null,
-  ): Promise<void> {
+  async rerank(db: Kysely<Database>, accountId: string, from: IncidentKey | null): Promise<void> {
     let offset = 0;
     let range = sql``;
     if (from !== null) {

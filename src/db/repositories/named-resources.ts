@@ -1,16 +1,13 @@
-import { type Kysely, sql } from 'kysely';
-import type { Database } from '../schema.ts';
+import { type Kysely, type Selectable, sql } from 'kysely';
+import type { Database, DepartmentsTable } from '../schema.ts';
 
-/** Departments and locations share one shape and one set of queries. */
+/** Departments and locations share one shape (`LocationsTable` is `DepartmentsTable`) and one set of queries. */
 export type NamedResourceTable = 'departments' | 'locations';
 
-export interface NamedResourceRow {
-  id: string;
-  name: string;
-  created_at: string;
-}
+export type NamedResourceInput = Selectable<DepartmentsTable>;
 
-export type NamedResourceInput = NamedResourceRow & { account_id: string; active: number };
+/** A department or location as the API shows it. */
+export type NamedResourceRow = Pick<NamedResourceInput, 'id' | 'name' | 'created_at'>;
 
 export const namedResourceRepository = {
   /** Active rows of the account, by name case-insensitively, then id. */

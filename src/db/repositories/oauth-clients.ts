@@ -1,16 +1,7 @@
-import type { Kysely } from 'kysely';
-import type { Database } from '../schema.ts';
+import type { Kysely, Selectable } from 'kysely';
+import type { AccountsTable, Database, OauthClientsTable } from '../schema.ts';
 
-export interface OauthClientRow {
-  client_id: string;
-  account_id: string;
-  name: string;
-  /** JSON array of redirect URIs. */
-  redirect_uris: string;
-  is_public: number;
-  secret_hash: string | null;
-  created_at: string;
-}
+export type OauthClientRow = Selectable<OauthClientsTable>;
 
 const COLUMNS = [
   'client_id',
@@ -23,10 +14,8 @@ const COLUMNS = [
 ] as const;
 
 /** A client with its account's plan, read together: every token request and wider-API call needs both. */
-export interface OauthClientWithPlan extends OauthClientRow {
-  api_access: number;
-  rate_limit_per_hour: number;
-}
+export type OauthClientWithPlan = OauthClientRow &
+  Pick<Selectable<AccountsTable>, 'api_access' | 'rate_limit_per_hour'>;
 
 export const oauthClientRepository = {
   async findById(db: Kysely<Database>, clientId: string): Promise<OauthClientRow | undefined> {

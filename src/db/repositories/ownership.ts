@@ -1,7 +1,10 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../schema.ts';
 
-export type AccountOwnedTable = 'departments' | 'locations' | 'users' | 'incidents';
+/** Every table whose rows have a text `id` and belong to an account. */
+export type AccountOwnedTable = {
+  [T in keyof Database]: Database[T] extends { id: string; account_id: string } ? T : never;
+}[keyof Database];
 
 /** For those of `ids` that exist in `table`, the account each belongs to. */
 export async function existingOwners(

@@ -1,26 +1,16 @@
-import { type Kysely, sql } from 'kysely';
-import type { Database } from '../schema.ts';
-
-export interface UserRow {
-  id: string;
-  name: string;
-  email: string;
-  role: string;
-  department: string | null;
-  job_title: string | null;
-  created_at: string;
-}
-
-export type UserInput = UserRow & { account_id: string; active: number; vendor_support: number };
-
-export interface UserAccountRow extends UserRow {
-  account_id: string;
-  active: number;
-  vendor_support: number;
-  password_hash: string | null;
-}
+import { type Kysely, type Selectable, sql } from 'kysely';
+import type { Database, UsersTable } from '../schema.ts';
 
 const PUBLIC_COLUMNS = ['id', 'name', 'email', 'role', 'department', 'job_title', 'created_at'] as const;
+
+/** A user as the API shows it. */
+export type UserRow = Pick<Selectable<UsersTable>, (typeof PUBLIC_COLUMNS)[number]>;
+
+/** What an import writes: a password is only ever set by `users set-password`. */
+export type UserInput = Omit<Selectable<UsersTable>, 'password_hash'>;
+
+/** Every column: what sign-in and the admin panel check about a person. */
+export type UserAccountRow = Selectable<UsersTable>;
 
 export const userRepository = {
   /** Users the public API shows: active and not vendor support, by name case-insensitively, then id. */

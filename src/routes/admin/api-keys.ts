@@ -2,20 +2,15 @@ import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
 import { formField } from '../../admin/forms.ts';
 import { type AdminSession, setFlash } from '../../admin/sessions.ts';
-import {
-  apiKeyPage,
-  INTEGRATIONS_PATH,
-  integrationsPage,
-  keyPath,
-  revokeConfirmationPage,
-} from '../../admin/views/api-keys.ts';
+import { apiKeyPage, integrationsPage, keyPath, revokeConfirmationPage } from '../../admin/views/api-keys.ts';
 import { messagePage } from '../../admin/views/message-page.ts';
 import { oauthClientsSection } from '../../admin/views/oauth-clients-section.ts';
 import { apiKeyRepository } from '../../db/repositories/api-keys.ts';
 import { userRepository } from '../../db/repositories/users.ts';
 import type { Database } from '../../db/schema.ts';
 import { InputError } from '../../errors.ts';
-import { oauthClientService } from '../../oauth/clients.ts';
+import { INTEGRATIONS_PATH } from '../../paths.ts';
+import { oauthClientService } from '../../services/oauth-client-service.ts';
 import { type ApiKeyView, apiKeyService, toView } from '../../services/api-key-service.ts';
 import { sendPage } from './responses.ts';
 import { sendSignedInPage, signedInAs } from './signed-in.ts';

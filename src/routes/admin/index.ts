@@ -1,8 +1,8 @@
 import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { INTEGRATIONS_PATH } from '../../admin/views/api-keys.ts';
 import { isStoreUnavailable, STORE_RETRY_AFTER_SECONDS } from '../../db/store-health.ts';
+import { INTEGRATIONS_PATH } from '../../paths.ts';
 import { messagePage } from '../../admin/views/message-page.ts';
 import { adminApiKeyRoutes } from './api-keys.ts';
 import { adminAssetRoutes } from './assets.ts';

@@ -2,13 +2,17 @@ import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
 import { formField } from '../../admin/forms.ts';
 import { type Flash, setFlash } from '../../admin/sessions.ts';
-import { INTEGRATIONS_PATH } from '../../admin/views/api-keys.ts';
 import { messagePage } from '../../admin/views/message-page.ts';
 import { CLIENT_TYPES, deleteConfirmationPage } from '../../admin/views/oauth-clients-section.ts';
 import { oauthClientRepository } from '../../db/repositories/oauth-clients.ts';
 import type { Database } from '../../db/schema.ts';
 import { InputError } from '../../errors.ts';
-import { type OauthClientView, oauthClientService, toOauthClientView } from '../../oauth/clients.ts';
+import { INTEGRATIONS_PATH } from '../../paths.ts';
+import {
+  type OauthClientView,
+  oauthClientService,
+  toOauthClientView,
+} from '../../services/oauth-client-service.ts';
 import { sendPage } from './responses.ts';
 import { sendSignedInPage, signedInAs } from './signed-in.ts';
 

@@ -9,10 +9,10 @@ import {
   SIGN_IN_COOKIE,
   startSession,
 } from '../../admin/sessions.ts';
-import { INTEGRATIONS_PATH } from '../../admin/views/api-keys.ts';
 import { csrfFailurePage, refusalPage } from '../../admin/views/message-page.ts';
-import { SIGN_IN_PATH, signInPage } from '../../admin/views/sign-in.ts';
+import { signInPage } from '../../admin/views/sign-in.ts';
 import { accountRepository } from '../../db/repositories/accounts.ts';
+import { INTEGRATIONS_PATH, SIGN_IN_PATH } from '../../paths.ts';
 import { sendPage } from './responses.ts';
 
 /** The sign-in form's CSRF token: the one the browser already holds, or a new one. */

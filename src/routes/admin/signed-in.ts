@@ -5,7 +5,7 @@ import { formField } from '../../admin/forms.ts';
 import { type AdminSession, endSession, loadSession, takeFlash } from '../../admin/sessions.ts';
 import { layout, type Page, type SignedIn } from '../../admin/views/layout.ts';
 import { csrfFailurePage, refusalPage } from '../../admin/views/message-page.ts';
-import { SIGN_IN_PATH } from '../../admin/views/sign-in.ts';
+import { SIGN_IN_PATH } from '../../paths.ts';
 import { sendPage } from './responses.ts';
 
 declare module 'fastify' {

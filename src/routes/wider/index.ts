@@ -7,6 +7,7 @@ import { userRepository } from '../../db/repositories/users.ts';
 import { ApiError } from '../../errors.ts';
 import type { TokenPrincipal } from '../../oauth/access-tokens.ts';
 import { apiScopeFor, type WiderApiResource } from '../../oauth/scopes.ts';
+import { BEARER_REALM as REALM } from '../../paths.ts';
 import { ErrorSchema, IncidentSchema, NamedResourceSchema, UserSchema } from '../../schemas/public.ts';
 import { toIncident } from '../public/incidents.ts';
 import { type PageRequest, PaginationSchema, pagination, parsePageRequest } from './pagination.ts';
@@ -18,7 +19,6 @@ declare module 'fastify' {
   }
 }
 
-const REALM = 'Bearer realm="safety-api"';
 const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/;
 
 function unauthorized(message: string, tokenGiven: boolean): ApiError {

@@ -3,8 +3,8 @@ import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import { oauthClientRepository } from '../../../src/db/repositories/oauth-clients.ts';
-import { oauthClientService } from '../../../src/oauth/clients.ts';
-import { OAUTH_PATH } from '../../../src/oauth/provider.ts';
+import { oauthClientService } from '../../../src/services/oauth-client-service.ts';
+import { OAUTH_PATH } from '../../../src/paths.ts';
 import { bearer, createTestContext, STORES, seedAccount, type TestContext } from '../../helpers.ts';
 import { AdminClient, seedUser } from './admin-helpers.ts';
 

@@ -242,7 +242,7 @@ for (const store of STORES) {
       const script = await new AdminClient(ctx.app).get('/admin/assets/admin.js');
       assert.equal(script.statusCode, 200);
       assert.match(script.headers['content-type'] as string, /^text\/javascript/);
-      assert.equal((await new AdminClient(ctx.app).get('/admin/assets/..%2Fhtml.ts')).statusCode, 404);
+      assert.equal((await new AdminClient(ctx.app).get('/admin/assets/..%2Faccess.ts')).statusCode, 404);
     });
   });
 

@@ -5,7 +5,7 @@ import type { Kysely } from 'kysely';
 import { buildApp } from '../../../src/app.ts';
 import { loadConfig } from '../../../src/config.ts';
 import type { Database } from '../../../src/db/schema.ts';
-import { OAUTH_PATH } from '../../../src/oauth/provider.ts';
+import { OAUTH_PATH } from '../../../src/paths.ts';
 import { openServices, type Services } from '../../../src/services/index.ts';
 import {
   bearer,

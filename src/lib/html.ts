@@ -1,7 +1,7 @@
 /**
- * The panel's only way to build HTML. Every value interpolated into an `html` template is escaped
- * unless it is itself the result of an `html` template, so markup from data is impossible by
- * construction rather than by remembering to escape.
+ * The only way the admin panel and the OAuth sign-in pages build HTML. Every value interpolated
+ * into an `html` template is escaped unless it is itself the result of an `html` template, so
+ * markup from data is impossible by construction rather than by remembering to escape.
  */
 
 export class SafeHtml {
