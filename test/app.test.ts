@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { SIGN_IN_COOKIE } from '../src/admin/sessions.ts';
-import { OAUTH_PATH } from '../src/oauth/provider.ts';
+import { OAUTH_PATH } from '../src/paths.ts';
 import { csrfTokenOf } from './routes/admin/admin-helpers.ts';
 import { createTestContext, STORES, type TestContext } from './helpers.ts';
 

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { OAUTH_PATH } from '../src/oauth/provider.ts';
+import { OAUTH_PATH } from '../src/paths.ts';
 import { captureLog, createTestContext, STORES, seedAccount, seedKey, type TestContext } from './helpers.ts';
 import { seedClient } from './oauth/harness.ts';
 
