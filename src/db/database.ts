@@ -160,8 +160,8 @@ const preparedStatementNames = new Map<string, string>();
 
 /**
  * Marks a query that runs on (nearly) every request, so that each PostgreSQL connection parses and
- * plans it once and afterwards only binds and runs it: on this 2-core machine, PostgreSQL's CPU a
- * public request went from about 110 to 40 µs. Unnamed statements, as Kysely sends them, are parsed
+ * plans it once and afterwards only binds and runs it (the saving is measured in
+ * docs/architecture.md, "What makes it fast"). Unnamed statements, as Kysely sends them, are parsed
  * and planned anew each time. Only queries the code marks are prepared, so their number is fixed
  * by the code, never by traffic. SQLite reuses every statement anyway (`withStatementCache`).
  */
