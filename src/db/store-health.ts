@@ -71,19 +71,28 @@ export interface MonitorLogger {
 
 /**
  * Turns a stream of failed queries into one warn line when the store becomes unavailable and one
- * info line when it is back: once down, a cheap probe runs about every second until it succeeds.
+ * info line when it is back: once down, a cheap probe runs about every second until it succeeds
+ * and no request has failed for `quietMs`. The second condition matters when only part of the
+ * store is stuck (a long lock on one table): the probe's `select 1` succeeds while the requests
+ * that read that table keep failing, and without it the log would alternate down and up lines.
  * Requests keep trying the store meanwhile (with their deadlines), so recovery needs no restart.
  */
 export class StoreMonitor {
   private down = false;
   private since = 0;
+  private lastFailure = 0;
   private timer: NodeJS.Timeout | null = null;
   private closed = false;
 
+  /**
+   * `quietMs` lies beyond the longest deadline of a request (PostgreSQL's 2.5 s budget), so a
+   * request that was stuck when the probe succeeded has had time to fail and be reported.
+   */
   constructor(
     private readonly probe: () => Promise<unknown>,
     private readonly logger: MonitorLogger,
     private readonly probeIntervalMs = 1000,
+    private readonly quietMs = 3000,
   ) {}
 
   get available(): boolean {
@@ -92,9 +101,11 @@ export class StoreMonitor {
 
   /** Notes a failed store call; only unavailability counts, other errors are the caller's. */
   report(error: unknown): void {
-    if (this.down || this.closed || !isStoreUnavailable(error)) return;
+    if (this.closed || !isStoreUnavailable(error)) return;
+    this.lastFailure = Date.now();
+    if (this.down) return;
     this.down = true;
-    this.since = Date.now();
+    this.since = this.lastFailure;
     const reason = error instanceof Error ? error.message : String(error);
     this.logger.warn({ reason }, 'store unavailable: answering 503 until it is back');
     this.scheduleProbe();
@@ -114,6 +125,7 @@ export class StoreMonitor {
       this.probe().then(
         () => {
           if (this.closed) return;
+          if (Date.now() - this.lastFailure < this.quietMs) return this.scheduleProbe();
           this.down = false;
           this.logger.info({ downForMs: Date.now() - this.since }, 'store available again');
         },

@@ -53,6 +53,7 @@ describe('StoreMonitor', () => {
       },
       { warn: (_d, m) => lines.push(`warn ${m}`), info: (_d, m) => lines.push(`info ${m}`) },
       20,
+      50,
     );
     try {
       monitor.report(new Error('a bad query'));
@@ -65,6 +66,33 @@ describe('StoreMonitor', () => {
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
       assert.equal(monitor.available, true);
+      assert.equal(lines.length, 2, lines.join('\n'));
+      assert.match(lines[0] ?? '', /^warn store unavailable/);
+      assert.match(lines[1] ?? '', /^info store available again/);
+    } finally {
+      monitor.close();
+    }
+  });
+
+  test('while requests keep failing, a succeeding probe does not end the outage: no alternating lines', async () => {
+    // A long lock on one table: `select 1` answers, the requests that read the table time out.
+    const lines: string[] = [];
+    const monitor = new StoreMonitor(
+      async () => {},
+      { warn: (_d, m) => lines.push(`warn ${m}`), info: (_d, m) => lines.push(`info ${m}`) },
+      20,
+      100,
+    );
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    try {
+      // 600 ms of failures every 40 ms: the probe succeeds about 30 times meanwhile.
+      for (let i = 0; i < 15; i += 1) {
+        monitor.report(new StoreUnavailableError('canceling statement due to statement timeout'));
+        await sleep(40);
+        assert.equal(monitor.available, false, `still down while requests fail (${i})`);
+      }
+      for (let i = 0; i < 50 && !monitor.available; i += 1) await sleep(20);
+      assert.equal(monitor.available, true, 'back once the failures stopped for the quiet period');
       assert.equal(lines.length, 2, lines.join('\n'));
       assert.match(lines[0] ?? '', /^warn store unavailable/);
       assert.match(lines[1] ?? '', /^info store available again/);

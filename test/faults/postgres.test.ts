@@ -89,6 +89,7 @@ if (STORES.includes('postgres')) {
 
     test('every request is answered within ~3 s with 503 + Retry-After; after release, 200 without restart', async () => {
       assert.equal((await get()).statusCode, 200);
+      const linesBefore = ctx.lines.length;
       const lockUrl = ctx.databaseUrl;
       let release: () => void = () => {};
       const released = new Promise<void>((resolve) => {
@@ -136,6 +137,19 @@ if (STORES.includes('postgres')) {
         assert.ok(ms < STUCK_MAX_MS, `answered in ${Math.round(ms)} ms`);
       }
       assert.ok(await eventually(async () => (await get()).statusCode === 200), '200 again after release');
+
+      // `select 1` answers all along, but the outage lasts while requests fail: one line each way,
+      // not a down and an up line per probe.
+      assert.ok(
+        await eventually(async () => ctx.lines.slice(linesBefore).some((l) => l.level === 'info')),
+        'the recovery is logged',
+      );
+      const outage = ctx.lines.slice(linesBefore);
+      assert.deepEqual(
+        outage.map((l) => l.level),
+        ['warn', 'info'],
+        `one line down, one line up: ${JSON.stringify(outage)}`,
+      );
     });
   });
 
