@@ -5,11 +5,14 @@ import { isStoreUnavailable } from '../db/store-health.ts';
 import { userRepository } from '../db/repositories/users.ts';
 import type { Database } from '../db/schema.ts';
 import { userMayUseAccount } from './accounts.ts';
+import { ACCOUNT_DATA_APPROVER_ROLES, ACCOUNT_DATA_SCOPES } from './scopes.ts';
 
 /**
  * The resource-server side: what an access token presented to the wider API stands for. Tokens
  * are opaque and looked up in the provider's store, so revocation, grant revocation (refresh-token
- * reuse), client deletion and user deactivation all take effect at the very next request.
+ * reuse), client deletion and user deactivation all take effect at the very next request. So does a
+ * demotion: a user token reads account-wide data only while its user holds a role that may approve
+ * that (the same rule as the consent page), else those scopes are dropped from it.
  */
 
 export interface TokenPrincipal {
@@ -43,15 +46,19 @@ export function accessTokenVerifier(provider: Provider, db: Kysely<Database>): A
     if (client === undefined) return null;
 
     const userId = token.kind === 'AccessToken' ? (token.accountId ?? null) : null;
+    const scopes = new Set((token.scope ?? '').split(' ').filter((s) => s !== ''));
     if (token.kind === 'AccessToken') {
       const user = userId === null ? undefined : await userRepository.findById(db, userId);
-      if (!userMayUseAccount(user, client.account_id)) return null;
+      if (user === undefined || !userMayUseAccount(user, client.account_id)) return null;
+      if (!ACCOUNT_DATA_APPROVER_ROLES.includes(user.role)) {
+        for (const scope of ACCOUNT_DATA_SCOPES) scopes.delete(scope);
+      }
     }
     return {
       accountId: client.account_id,
       clientId: client.client_id,
       userId,
-      scopes: new Set((token.scope ?? '').split(' ').filter((s) => s !== '')),
+      scopes,
       apiAccess: client.api_access === 1,
       rateLimitPerHour: client.rate_limit_per_hour,
     };

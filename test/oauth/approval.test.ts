@@ -108,5 +108,31 @@ for (const store of STORES) {
       });
       assert.equal(res.status, 200);
     });
+
+    test("an admin's token stops reading account-wide data at the next request after a demotion", async () => {
+      const admin = await seedUser(server.ctx.db, accountId, { role: 'admin' });
+      const { url, verifier } = await authorizationRequest(config, { scope: DATA_SCOPE });
+      const callback = await signInAndConsent(new Browser(server.baseUrl), url, {
+        email: admin.email,
+        password: PASSWORD,
+      });
+      const tokens = await oidc.authorizationCodeGrant(config, callback, { pkceCodeVerifier: verifier });
+      const read = () =>
+        fetch(`${server.baseUrl}/api/v1/users`, {
+          headers: { authorization: `Bearer ${tokens.access_token}` },
+        });
+      assert.equal((await read()).status, 200);
+
+      await server.ctx.db.updateTable('users').set({ role: 'employee' }).where('id', '=', admin.id).execute();
+      const refused = await read();
+      assert.equal(refused.status, 403);
+      assert.match(String(refused.headers.get('www-authenticate')), /error="insufficient_scope"/);
+      // The person's own OpenID claims still come.
+      const me = await oidc.fetchUserInfo(config, tokens.access_token, admin.id);
+      assert.equal(me.sub, admin.id);
+
+      await server.ctx.db.updateTable('users').set({ role: 'admin' }).where('id', '=', admin.id).execute();
+      assert.equal((await read()).status, 200, 'promoted again: the data is readable again');
+    });
   });
 }
