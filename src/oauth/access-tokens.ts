@@ -41,6 +41,10 @@ export function accessTokenVerifier(provider: Provider, db: Kysely<Database>): A
       return undefined;
     });
     if (token === undefined || token.isExpired || token.clientId === undefined) return null;
+    // A token issued from a grant that has since been revoked: the winner of a race between two
+    // uses of one refresh token gets its tokens in the same instant as the loser's reuse revokes
+    // the grant, and may save them just after the revocation deleted the grant's tokens.
+    if (token.kind === 'AccessToken' && (await provider.Grant.find(token.grantId)) === undefined) return null;
 
     const client = await oauthClientRepository.findWithPlanById(db, token.clientId);
     if (client === undefined) return null;

@@ -56,12 +56,19 @@ for (const store of STORES) {
       });
     }
 
-    async function both(body: Record<string, string>): Promise<{ status: number; error?: string }[]> {
+    interface Answer {
+      status: number;
+      error?: string;
+      access_token?: string;
+      refresh_token?: string;
+    }
+
+    async function both(body: Record<string, string>): Promise<Answer[]> {
       const responses = await Promise.all([tokenRequest(body), tokenRequest(body)]);
       return Promise.all(
         responses.map(async (res) => ({
           status: res.status,
-          error: ((await res.json()) as { error?: string }).error,
+          ...((await res.json()) as Omit<Answer, 'status'>),
         })),
       );
     }
@@ -79,11 +86,25 @@ for (const store of STORES) {
         const { refresh_token: refreshToken } = (await first.json()) as { refresh_token: string };
 
         const answers = await both({ grant_type: 'refresh_token', refresh_token: refreshToken });
-        const won = answers.filter((a) => a.status === 200).length;
-        assert.ok(won <= 1, `trial ${trial}: ${JSON.stringify(answers)}`);
+        const winners = answers.filter((a) => a.status === 200);
+        assert.ok(winners.length <= 1, `trial ${trial}: ${JSON.stringify(answers)}`);
         for (const lost of answers.filter((a) => a.status !== 200)) {
           assert.equal(lost.status, 400);
           assert.equal(lost.error, 'invalid_grant');
+        }
+        // The loser presented a spent refresh token: reuse, so the whole grant is revoked, and
+        // that includes the tokens the winner got in the same instant.
+        const [winner] = winners;
+        if (winner !== undefined) {
+          const read = await fetch(`${server.baseUrl}/api/v1/users`, {
+            headers: { authorization: `Bearer ${winner.access_token}` },
+          });
+          assert.equal(read.status, 401, `trial ${trial}: the winner's access token still reads`);
+          const again = await tokenRequest({
+            grant_type: 'refresh_token',
+            refresh_token: String(winner.refresh_token),
+          });
+          assert.equal(again.status, 400, `trial ${trial}: the winner's refresh token still works`);
         }
       }
     });
