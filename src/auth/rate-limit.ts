@@ -33,27 +33,41 @@ const WINDOW_SECONDS = 3600;
 const REFUND_MARGIN_MS = 1000;
 // The counter itself never refuses: the account's allowance is compared per request.
 const UNBOUNDED_POINTS = Number.MAX_SAFE_INTEGER;
+/**
+ * Once Redis has failed or timed out, every count goes straight to the in-memory one for this
+ * long before Redis is tried again: while Redis is frozen, one request a second waits for the
+ * command timeout instead of every one, and a request that needs several commands (a 304's count
+ * and refund) waits for it at most once.
+ */
+const REDIS_RETRY_AFTER_MS = 1000;
 
 /**
  * The per-instance count used while Redis fails or is slow. rate-limiter-flexible turns to its
- * insurance limiter silently; counting each use here makes the fallback visible in /metrics.
+ * insurance limiter silently; counting each use here makes the fallback visible in /metrics, and
+ * `onUse` tells the owner that Redis just failed.
  */
 class CountedFallbackLimiter extends RateLimiterMemory {
   constructor(
     options: ConstructorParameters<typeof RateLimiterMemory>[0],
     private readonly uses: Counter,
+    private readonly onUse: () => void,
   ) {
     super(options);
   }
 
   override consume(...args: Parameters<RateLimiterMemory['consume']>): Promise<RateLimiterRes> {
     this.uses.inc();
+    this.onUse();
     return super.consume(...args);
   }
 }
 
 export class PublicRateLimiter {
-  private readonly limiter: RateLimiterAbstract;
+  /** Redis with the in-memory insurance count, or the in-memory count alone without Redis. */
+  private readonly shared: RateLimiterAbstract;
+  /** The insurance count, used directly while Redis is suspect; `null` without Redis. */
+  private readonly fallback: CountedFallbackLimiter | null;
+  private redisSuspectUntil = 0;
   /** Requests counted per instance because Redis failed or timed out; `/metrics` registers it. */
   readonly fallbackCounter = new Counter({
     name: 'rate_limiter_fallback_total',
@@ -71,23 +85,34 @@ export class PublicRateLimiter {
     keyPrefix = 'safety-api:rl',
     private readonly windowSeconds = WINDOW_SECONDS,
   ) {
-    const memory = (prefix: string) =>
-      new RateLimiterMemory({ keyPrefix: prefix, points: UNBOUNDED_POINTS, duration: windowSeconds });
-    this.limiter =
-      redis === null
-        ? memory(keyPrefix)
-        : new RateLimiterRedis({
-            storeClient: redis,
-            keyPrefix,
-            points: UNBOUNDED_POINTS,
-            duration: windowSeconds,
-            // Disconnected: straight to the insurance count, without trying the command first.
-            rejectIfRedisNotReady: true,
-            insuranceLimiter: new CountedFallbackLimiter(
-              { keyPrefix: `${keyPrefix}:insurance`, points: UNBOUNDED_POINTS, duration: windowSeconds },
-              this.fallbackCounter,
-            ),
-          });
+    if (redis === null) {
+      this.fallback = null;
+      this.shared = new RateLimiterMemory({ keyPrefix, points: UNBOUNDED_POINTS, duration: windowSeconds });
+      return;
+    }
+    const fallback = new CountedFallbackLimiter(
+      { keyPrefix: `${keyPrefix}:insurance`, points: UNBOUNDED_POINTS, duration: windowSeconds },
+      this.fallbackCounter,
+      () => {
+        // Only a failure seen through Redis opens (or reopens) the period, not the direct uses in it.
+        if (Date.now() >= this.redisSuspectUntil) this.redisSuspectUntil = Date.now() + REDIS_RETRY_AFTER_MS;
+      },
+    );
+    this.fallback = fallback;
+    this.shared = new RateLimiterRedis({
+      storeClient: redis,
+      keyPrefix,
+      points: UNBOUNDED_POINTS,
+      duration: windowSeconds,
+      // Disconnected: straight to the insurance count, without trying the command first.
+      rejectIfRedisNotReady: true,
+      insuranceLimiter: fallback,
+    });
+  }
+
+  /** Where this call counts: Redis (with its insurance), or the insurance alone while Redis is suspect. */
+  private get limiter(): RateLimiterAbstract {
+    return this.fallback !== null && Date.now() < this.redisSuspectUntil ? this.fallback : this.shared;
   }
 
   /** Counts one request of `keyId`; a refused request is not counted. */
