@@ -5,6 +5,14 @@ import { type Static, Type } from 'typebox';
  * response through these, so a field that is not here never leaves the server.
  */
 
+/**
+ * One query-string parameter as Fastify's parser hands it over: a string, or an array of them when
+ * the name is repeated. It admits every value the parser can produce, so validation never refuses
+ * a request: the schema types the parameter, and the route normalizes it as the contract says (the
+ * public lists fall back to defaults, never a 400; the wider API's 400 names the parameter).
+ */
+export const QueryParameter = Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())]));
+
 const nullable = <T extends ReturnType<typeof Type.String> | ReturnType<typeof Type.Integer>>(schema: T) =>
   Type.Union([schema, Type.Null()]);
 

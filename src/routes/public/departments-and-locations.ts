@@ -1,14 +1,14 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { type NamedResourceTable, namedResourceRepository } from '../../db/repositories/named-resources.ts';
 import { NamedResourceSchema, publicErrorResponses, success } from '../../schemas/public.ts';
 import type { Respond } from './response-cache.ts';
 
 /** `/departments` and `/locations`: active records of the account, by name. */
-export async function departmentAndLocationRoutes(
-  app: FastifyInstance,
-  { respond }: { respond: Respond },
-): Promise<void> {
+export const departmentAndLocationRoutes: FastifyPluginAsyncTypebox<{ respond: Respond }> = async (
+  app,
+  { respond },
+) => {
   for (const table of ['departments', 'locations'] satisfies NamedResourceTable[]) {
     app.get(
       `/${table}`,
@@ -25,4 +25,4 @@ export async function departmentAndLocationRoutes(
         })),
     );
   }
-}
+};

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { type IncidentRow, incidentRepository } from '../../db/repositories/incidents.ts';
 import { ApiError } from '../../errors.ts';
@@ -8,6 +8,7 @@ import {
   IncidentPaginationSchema,
   IncidentSchema,
   publicErrorResponses,
+  QueryParameter,
   success,
 } from '../../schemas/public.ts';
 import type { Respond } from './response-cache.ts';
@@ -21,7 +22,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
  * `page` and `limit` never cause a 400 (the contract lists none): anything but a whole number of
  * at least 1, written in decimal digits, falls back to the default.
  */
-export function parsePositiveInteger(value: unknown, fallback: number): number {
+export function parsePositiveInteger(value: string | string[] | undefined, fallback: number): number {
   if (typeof value !== 'string' || !/^\d{1,20}$/.test(value)) return fallback;
   const n = Number(value);
   return n >= 1 ? Math.min(n, Number.MAX_SAFE_INTEGER) : fallback;
@@ -44,12 +45,13 @@ export function toIncident(row: IncidentRow): Incident {
   };
 }
 
-export async function incidentRoutes(app: FastifyInstance, { respond }: { respond: Respond }): Promise<void> {
+export const incidentRoutes: FastifyPluginAsyncTypebox<{ respond: Respond }> = async (app, { respond }) => {
   app.get(
     '/incidents',
     {
       schema: {
         summary: 'List incidents, newest first',
+        querystring: Type.Object({ page: QueryParameter, limit: QueryParameter }),
         response: {
           200: success(
             Type.Object({ data: Type.Array(IncidentSchema), pagination: IncidentPaginationSchema }),
@@ -59,9 +61,8 @@ export async function incidentRoutes(app: FastifyInstance, { respond }: { respon
       },
     },
     (request, reply) => {
-      const query = request.query as Record<string, unknown>;
-      const page = parsePositiveInteger(query.page, 1);
-      const limit = Math.min(parsePositiveInteger(query.limit, DEFAULT_PAGE_LIMIT), MAX_PAGE_LIMIT);
+      const page = parsePositiveInteger(request.query.page, 1);
+      const limit = Math.min(parsePositiveInteger(request.query.limit, DEFAULT_PAGE_LIMIT), MAX_PAGE_LIMIT);
       return respond(request, reply, `${page}:${limit}`, async () => {
         const { account_id: accountId, incident_count: total } = request.apiKey;
         // Positions run from 1 (oldest) to total (newest); page 1 holds the highest positions.
@@ -96,7 +97,7 @@ export async function incidentRoutes(app: FastifyInstance, { respond }: { respon
       },
     },
     (request, reply) => {
-      const id = (request.params as { id: string }).id.toLowerCase();
+      const id = request.params.id.toLowerCase();
       if (!UUID.test(id)) throw ApiError.notFound('Incident not found');
       return respond(request, reply, id, async () => {
         const row = await incidentRepository.findById(app.db, request.apiKey.account_id, id);
@@ -105,4 +106,4 @@ export async function incidentRoutes(app: FastifyInstance, { respond }: { respon
       });
     },
   );
-}
+};

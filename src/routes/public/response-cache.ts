@@ -88,28 +88,45 @@ export type Respond = (
   reply: FastifyReply,
   variant: string,
   produce: () => Promise<Record<string, unknown>>,
-) => Promise<FastifyReply>;
+) => void;
 
 /**
  * The one way public routes answer a 200: from the cache or from `produce` (whose payload goes
  * through the route's 200 schema), with an ETag; an `If-None-Match` naming that tag gets a 304 with
  * no body that does not count against the rate limit. `variant` names the normalized parameters.
+ *
+ * It sends the reply itself, failures included, and returns nothing: Fastify does not wait on a
+ * handler that returns nothing, so a cached body is sent without a promise, and a route's return
+ * type stays the payload its response schema describes rather than the reply object.
  */
 export function cachedResponder(cache: ResponseCache): Respond {
-  return async (request, reply, variant, produce) => {
+  return (request, reply, variant, produce) => {
     const { account_id: accountId, data_version: dataVersion } = request.apiKey;
     const key = `${accountId}\n${dataVersion}\n${request.routeOptions.url}\n${variant}`;
-    let entry = cache.get(key);
-    if (entry === undefined) {
-      const body = Buffer.from(reply.serializeInput(await produce(), '200') as string);
-      entry = { body, etag: entityTag(body) };
-      cache.set(key, entry);
+    const cached = cache.get(key);
+    if (cached !== undefined) {
+      sendBody(request, reply, cached);
+      return;
     }
-    reply.header('etag', entry.etag);
-    if (ifNoneMatchMatches(request.headers['if-none-match'], entry.etag)) {
-      await uncountRequest(request, reply);
-      return reply.code(304).send();
-    }
-    return reply.header('content-type', 'application/json; charset=utf-8').send(entry.body);
+    produce()
+      .then((payload) => {
+        const body = Buffer.from(String(reply.serializeInput(payload, '200')));
+        const entry = { body, etag: entityTag(body) };
+        cache.set(key, entry);
+        sendBody(request, reply, entry);
+      })
+      .catch((error: unknown) => reply.send(error));
   };
+}
+
+function sendBody(request: FastifyRequest, reply: FastifyReply, entry: CachedBody): void {
+  reply.header('etag', entry.etag);
+  if (ifNoneMatchMatches(request.headers['if-none-match'], entry.etag)) {
+    uncountRequest(request, reply).then(
+      () => reply.code(304).send(),
+      (error: unknown) => reply.send(error),
+    );
+    return;
+  }
+  reply.header('content-type', 'application/json; charset=utf-8').send(entry.body);
 }

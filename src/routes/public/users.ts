@@ -1,10 +1,10 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { userRepository } from '../../db/repositories/users.ts';
 import { publicErrorResponses, success, UserSchema } from '../../schemas/public.ts';
 import type { Respond } from './response-cache.ts';
 
-export async function userRoutes(app: FastifyInstance, { respond }: { respond: Respond }): Promise<void> {
+export const userRoutes: FastifyPluginAsyncTypebox<{ respond: Respond }> = async (app, { respond }) => {
   app.get(
     '/users',
     {
@@ -19,4 +19,4 @@ export async function userRoutes(app: FastifyInstance, { respond }: { respond: R
         data: await userRepository.listVisible(app.db, request.apiKey.account_id),
       })),
   );
-}
+};

@@ -1,4 +1,5 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { type TSchema, Type } from 'typebox';
 import { accountRepository } from '../../db/repositories/accounts.ts';
 import { incidentRepository } from '../../db/repositories/incidents.ts';
@@ -10,7 +11,13 @@ import { apiScopeFor, type WiderApiResource } from '../../oauth/scopes.ts';
 import { BEARER_REALM as REALM } from '../../paths.ts';
 import { ErrorSchema, IncidentSchema, NamedResourceSchema, UserSchema } from '../../schemas/public.ts';
 import { toIncident } from '../public/incidents.ts';
-import { type PageRequest, PaginationSchema, pagination, parsePageRequest } from './pagination.ts';
+import {
+  type PageRequest,
+  PageQuerySchema,
+  PaginationSchema,
+  pagination,
+  parsePageRequest,
+} from './pagination.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -101,7 +108,7 @@ async function refuseUnrouted(request: FastifyRequest, reply: FastifyReply): Pro
  * Mounted at /api/v1: the wider API, read with OAuth 2 access tokens of the account's clients.
  * Every list pages with `_start`/`_limit` and answers `{ response, pagination }`.
  */
-export async function widerApiRoutes(app: FastifyInstance): Promise<void> {
+export const widerApiRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.decorateRequest('oauthPrincipal', null as never);
   app.addHook('onRequest', authenticateAccessToken);
   app.addHook('onRequest', refuseUnrouted);
@@ -116,16 +123,17 @@ export async function widerApiRoutes(app: FastifyInstance): Promise<void> {
       `/${resource}`,
       {
         schema: {
-          // No querystring schema: `parsePageRequest` answers a bad or repeated `_start`/`_limit`
-          // with a message that names it, in this API's error shape.
           summary: `List ${resource}, paged`,
+          // Admits any value: `parsePageRequest` answers a bad or repeated `_start`/`_limit` with a
+          // message that names it, in this API's error shape.
+          querystring: PageQuerySchema,
           response: listResponses(item),
         },
         // Route-level onRequest hooks run after the instance's token check, before any validation.
         onRequest: admit(apiScopeFor(resource)),
       },
       async (request) => {
-        const page = parsePageRequest(request.query as Record<string, unknown>);
+        const page = parsePageRequest(request.query);
         const { items, total } = await read(request.oauthPrincipal.accountId, page);
         return { response: items, pagination: pagination(page, total) };
       },
@@ -160,4 +168,4 @@ export async function widerApiRoutes(app: FastifyInstance): Promise<void> {
         : [];
     return { items: rows.map(toIncident), total };
   });
-}
+};
