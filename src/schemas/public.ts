@@ -1,4 +1,5 @@
 import { type Static, Type } from 'typebox';
+import type { IncidentRow } from '../db/repositories/incidents.ts';
 
 /**
  * Response shapes of the public API, exactly as the contract names them. Fastify serializes every
@@ -30,6 +31,24 @@ export const IncidentSchema = Type.Object({
   updated_at: Type.String({ format: 'date-time' }),
 });
 export type Incident = Static<typeof IncidentSchema>;
+
+/** An incident as both APIs show it: the stored row, with the severity score computed. */
+export function toIncident(row: IncidentRow): Incident {
+  const { severity_likelihood: likelihood, severity_impact: impact } = row;
+  return {
+    id: row.id,
+    incident_number: row.incident_number,
+    description: row.description,
+    status: row.status,
+    severity_score: likelihood === null || impact === null ? null : likelihood * impact,
+    severity_likelihood: likelihood,
+    severity_impact: impact,
+    location: row.location,
+    incident_date: row.incident_date,
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+  };
+}
 
 export const UserSchema = Type.Object({
   id: Type.String({ format: 'uuid' }),

@@ -1,8 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { type TSchema, Type } from 'typebox';
-import { accountRepository } from '../../db/repositories/accounts.ts';
-import { incidentRepository } from '../../db/repositories/incidents.ts';
 import { namedResourceRepository } from '../../db/repositories/named-resources.ts';
 import { userRepository } from '../../db/repositories/users.ts';
 import { ApiError } from '../../errors.ts';
@@ -10,7 +8,7 @@ import type { TokenPrincipal } from '../../oauth/access-tokens.ts';
 import { apiScopeFor, type WiderApiResource } from '../../oauth/scopes.ts';
 import { BEARER_REALM as REALM } from '../../paths.ts';
 import { ErrorSchema, IncidentSchema, NamedResourceSchema, UserSchema } from '../../schemas/public.ts';
-import { toIncident } from '../public/incidents.ts';
+import { incidentService } from '../../services/incident-service.ts';
 import {
   type PageRequest,
   PageQuerySchema,
@@ -151,21 +149,9 @@ export const widerApiRoutes: FastifyPluginAsyncTypebox = async (app) => {
     });
   }
 
-  // Positions run from 1 (oldest) to incident_count (newest): newest first, item i has position
-  // total - i, so any page is an index range read however deep it is.
   list('incidents', IncidentSchema, async (accountId, page) => {
-    const account = await accountRepository.findById(app.db, accountId);
-    const total = account?.incident_count ?? 0;
-    const highest = total - page.start;
-    const rows =
-      highest >= 1
-        ? await incidentRepository.listByPositionRange(
-            app.db,
-            accountId,
-            Math.max(highest - page.limit + 1, 1),
-            highest,
-          )
-        : [];
-    return { items: rows.map(toIncident), total };
+    const total = await incidentService.count(app.db, accountId);
+    const items = await incidentService.listNewestFirst(app.db, accountId, total, page.start, page.limit);
+    return { items, total };
   });
 };
