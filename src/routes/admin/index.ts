@@ -1,7 +1,7 @@
 import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { isStoreUnavailable, STORE_RETRY_AFTER_SECONDS } from '../../db/store-health.ts';
+import { storeOutage } from '../../errors.ts';
 import { INTEGRATIONS_PATH } from '../../paths.ts';
 import { messagePage } from '../../admin/views/message-page.ts';
 import { adminApiKeyRoutes } from './api-keys.ts';
@@ -37,11 +37,12 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
     // Logged once per outage by the store monitor, not per request.
-    if (isStoreUnavailable(error)) {
-      reply.header('retry-after', STORE_RETRY_AFTER_SECONDS);
+    const outage = storeOutage(error);
+    if (outage !== null) {
+      reply.headers(outage.headers);
       return sendPage(
         reply,
-        503,
+        outage.statusCode,
         messagePage({
           title: 'Temporarily unavailable',
           message: 'The panel cannot reach its database right now. Please try again in a few seconds.',

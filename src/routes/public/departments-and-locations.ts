@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { type NamedResourceTable, namedResourceRepository } from '../../db/repositories/named-resources.ts';
 import { NamedResourceSchema, publicErrorResponses, success } from '../../schemas/public.ts';
+import { directoryService, NAMED_RESOURCE_TABLES } from '../../services/directory-service.ts';
 import type { Respond } from './response-cache.ts';
 
 /** `/departments` and `/locations`: active records of the account, by name. */
@@ -9,7 +9,7 @@ export const departmentAndLocationRoutes: FastifyPluginAsyncTypebox<{ respond: R
   app,
   { respond },
 ) => {
-  for (const table of ['departments', 'locations'] satisfies NamedResourceTable[]) {
+  for (const table of NAMED_RESOURCE_TABLES) {
     app.get(
       `/${table}`,
       {
@@ -21,7 +21,7 @@ export const departmentAndLocationRoutes: FastifyPluginAsyncTypebox<{ respond: R
       (request, reply) =>
         respond(request, reply, '', async () => ({
           error: false as const,
-          data: await namedResourceRepository.listActive(app.db, table, request.apiKey.account_id),
+          data: await directoryService.listNamedResources(app.db, table, request.apiKey.account_id),
         })),
     );
   }

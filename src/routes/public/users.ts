@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { userRepository } from '../../db/repositories/users.ts';
 import { publicErrorResponses, success, UserSchema } from '../../schemas/public.ts';
+import { directoryService } from '../../services/directory-service.ts';
 import type { Respond } from './response-cache.ts';
 
 export const userRoutes: FastifyPluginAsyncTypebox<{ respond: Respond }> = async (app, { respond }) => {
@@ -16,7 +16,7 @@ export const userRoutes: FastifyPluginAsyncTypebox<{ respond: Respond }> = async
     (request, reply) =>
       respond(request, reply, '', async () => ({
         error: false as const,
-        data: await userRepository.listVisible(app.db, request.apiKey.account_id),
+        data: await directoryService.listUsers(app.db, request.apiKey.account_id),
       })),
   );
 };

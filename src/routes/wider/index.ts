@@ -1,13 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { type TSchema, Type } from 'typebox';
-import { namedResourceRepository } from '../../db/repositories/named-resources.ts';
-import { userRepository } from '../../db/repositories/users.ts';
 import { ApiError } from '../../errors.ts';
 import type { TokenPrincipal } from '../../oauth/access-tokens.ts';
 import { apiScopeFor, type WiderApiResource } from '../../oauth/scopes.ts';
 import { BEARER_REALM as REALM } from '../../paths.ts';
 import { ErrorSchema, IncidentSchema, NamedResourceSchema, UserSchema } from '../../schemas/public.ts';
+import { directoryService, NAMED_RESOURCE_TABLES } from '../../services/directory-service.ts';
 import { incidentService } from '../../services/incident-service.ts';
 import {
   type PageRequest,
@@ -138,13 +137,13 @@ export const widerApiRoutes: FastifyPluginAsyncTypebox = async (app) => {
     );
 
   list('users', UserSchema, async (accountId, page) => {
-    const users = await userRepository.listVisible(app.db, accountId);
+    const users = await directoryService.listUsers(app.db, accountId);
     return { items: slice(users, page), total: users.length };
   });
 
-  for (const table of ['departments', 'locations'] as const) {
+  for (const table of NAMED_RESOURCE_TABLES) {
     list(table, NamedResourceSchema, async (accountId, page) => {
-      const rows = await namedResourceRepository.listActive(app.db, table, accountId);
+      const rows = await directoryService.listNamedResources(app.db, table, accountId);
       return { items: slice(rows, page), total: rows.length };
     });
   }
