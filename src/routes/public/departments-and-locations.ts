@@ -1,14 +1,10 @@
-import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { NamedResourceSchema, publicErrorResponses, success } from '../../schemas/public.ts';
 import { directoryService, NAMED_RESOURCE_TABLES } from '../../services/directory-service.ts';
-import type { Respond } from './response-cache.ts';
+import type { PublicRoutes } from './response-cache.ts';
 
 /** `/departments` and `/locations`: active records of the account, by name. */
-export const departmentAndLocationRoutes: FastifyPluginAsyncTypebox<{ respond: Respond }> = async (
-  app,
-  { respond },
-) => {
+export const departmentAndLocationRoutes: PublicRoutes = async (app, { respond }) => {
   for (const table of NAMED_RESOURCE_TABLES) {
     app.get(
       `/${table}`,

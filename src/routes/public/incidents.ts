@@ -1,4 +1,3 @@
-import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { ApiError } from '../../errors.ts';
 import {
@@ -10,7 +9,7 @@ import {
   success,
 } from '../../schemas/public.ts';
 import { incidentService } from '../../services/incident-service.ts';
-import type { Respond } from './response-cache.ts';
+import type { PublicRoutes } from './response-cache.ts';
 
 export const DEFAULT_PAGE_LIMIT = 50;
 export const MAX_PAGE_LIMIT = 200;
@@ -27,7 +26,7 @@ export function parsePositiveInteger(value: string | string[] | undefined, fallb
   return n >= 1 ? Math.min(n, Number.MAX_SAFE_INTEGER) : fallback;
 }
 
-export const incidentRoutes: FastifyPluginAsyncTypebox<{ respond: Respond }> = async (app, { respond }) => {
+export const incidentRoutes: PublicRoutes = async (app, { respond }) => {
   app.get(
     '/incidents',
     {

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { uncountRequest } from '../../auth/api-keys.ts';
 
@@ -89,6 +90,9 @@ export type Respond = (
   variant: string,
   produce: () => Promise<Record<string, unknown>>,
 ) => void;
+
+/** A route file of the public API: its GET routes, answering through `respond`. */
+export type PublicRoutes = FastifyPluginAsyncTypebox<{ respond: Respond }>;
 
 /**
  * The one way public routes answer a 200: from the cache or from `produce` (whose payload goes

@@ -1,10 +1,9 @@
-import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { publicErrorResponses, success, UserSchema } from '../../schemas/public.ts';
 import { directoryService } from '../../services/directory-service.ts';
-import type { Respond } from './response-cache.ts';
+import type { PublicRoutes } from './response-cache.ts';
 
-export const userRoutes: FastifyPluginAsyncTypebox<{ respond: Respond }> = async (app, { respond }) => {
+export const userRoutes: PublicRoutes = async (app, { respond }) => {
   app.get(
     '/users',
     {
