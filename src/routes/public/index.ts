@@ -3,7 +3,7 @@ import { authenticateApiKey } from '../../auth/api-keys.ts';
 import { ApiError } from '../../errors.ts';
 import { departmentAndLocationRoutes } from './departments-and-locations.ts';
 import { incidentRoutes } from './incidents.ts';
-import { cachedResponder, type PublicRoutes, ResponseCache } from './response-cache.ts';
+import { cachedResponder, type PublicRoutes } from './response-cache.ts';
 import { userRoutes } from './users.ts';
 
 /** Bound of the response body cache of one server process (see response-cache.ts). */
@@ -32,6 +32,6 @@ export async function publicApiRoutes(app: FastifyInstance): Promise<void> {
   app.addHook('onRequest', refuseUnrouted);
   app.setNotFoundHandler(refuseUnrouted);
 
-  const routeOptions = { respond: cachedResponder(new ResponseCache(RESPONSE_CACHE_BYTES)) };
+  const routeOptions = { respond: cachedResponder(RESPONSE_CACHE_BYTES) };
   for (const routes of PUBLIC_ROUTES) await app.register(routes, routeOptions);
 }
