@@ -2,7 +2,7 @@ import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { storeOutage } from '../../errors.ts';
-import { INTEGRATIONS_PATH } from '../../paths.ts';
+import { ADMIN_PATH, INTEGRATIONS_PATH } from '../../paths.ts';
 import { messagePage } from '../../admin/views/message-page.ts';
 import { adminApiKeyRoutes } from './api-keys.ts';
 import { adminAssetRoutes } from './assets.ts';
@@ -60,7 +60,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
       messagePage({
         title: 'Something went wrong',
         message: 'The panel could not complete this request. The error has been logged.',
-        next: { href: '/admin', label: 'Back to the admin panel' },
+        next: { href: ADMIN_PATH, label: 'Back to the admin panel' },
       }),
     );
   });
@@ -72,7 +72,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
       messagePage({
         title: 'Page not found',
         message: 'There is no admin panel page at this address.',
-        next: { href: '/admin', label: 'Back to the admin panel' },
+        next: { href: ADMIN_PATH, label: 'Back to the admin panel' },
       }),
     ),
   );
