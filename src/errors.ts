@@ -98,6 +98,15 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * The answer to an error that means the store is unavailable (503 with Retry-After), or `null` for
+ * any other error. Surfaces with error pages of their own (the admin panel) send its status and
+ * headers with their page.
+ */
+export function storeOutage(error: unknown): ApiError | null {
+  return isStoreUnavailable(error) ? ApiError.storeUnavailable() : null;
+}
+
 /** Installs the single error handler and not-found handler of the application. */
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | ApiError, request, reply) => {
@@ -106,10 +115,8 @@ export function registerErrorHandling(app: FastifyInstance): void {
       return reply.code(error.statusCode).headers(error.headers).send(error.body);
     }
     // Logged once per outage by the store monitor (`src/db/store-health.ts`), not per request.
-    if (isStoreUnavailable(error)) {
-      const unavailable = ApiError.storeUnavailable();
-      return reply.code(503).headers(unavailable.headers).send(unavailable.body);
-    }
+    const outage = storeOutage(error);
+    if (outage !== null) return reply.code(outage.statusCode).headers(outage.headers).send(outage.body);
     // A client error raised by Fastify itself (unparseable body, body too large, bad content type).
     const status = error.statusCode ?? 500;
     if (status >= 400 && status < 500) {

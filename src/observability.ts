@@ -1,6 +1,7 @@
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
 import { ApiError } from './errors.ts';
+import { OAUTH_PATH } from './paths.ts';
 
 /**
  * Operational endpoints outside the versioned API: Prometheus metrics at `/metrics` and the
@@ -155,7 +156,7 @@ function openApiDocument(baseUrl: string, routes: DocumentedRoute[]): unknown {
         },
         oauth2: {
           type: 'openIdConnect',
-          openIdConnectUrl: `${baseUrl}/integration/v1/oauth2/.well-known/openid-configuration`,
+          openIdConnectUrl: `${baseUrl}${OAUTH_PATH}/.well-known/openid-configuration`,
         },
       },
     },

@@ -1,6 +1,5 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import type { Redis } from 'ioredis';
-import { healthRepository } from '../db/repositories/health.ts';
+import { healthService } from '../services/health-service.ts';
 
 /**
  * Probes for orchestrators and load balancers, outside the versioned API: no key, no rate limit.
@@ -8,19 +7,6 @@ import { healthRepository } from '../db/repositories/health.ts';
  * needs the database. Redis is reported but never makes the instance unready: without it rate
  * limits are counted per instance, and requests are still answered.
  */
-
-type RedisState = 'up' | 'down' | 'not configured';
-
-async function redisState(redis: Redis | null): Promise<RedisState> {
-  if (redis === null) return 'not configured';
-  try {
-    // The connection's own command timeout (about 200 ms) bounds a Redis that does not answer.
-    await redis.ping();
-    return 'up';
-  } catch {
-    return 'down';
-  }
-}
 
 function noStore(reply: FastifyReply): FastifyReply {
   // A cached "ready" from a moment ago says nothing about now.
@@ -36,14 +22,7 @@ export async function healthRoutes(app: FastifyInstance): Promise<void> {
   });
 
   app.get('/readyz', probeRoute, async (_request, reply) => {
-    const [database, redis] = await Promise.all([
-      healthRepository.ping(app.db).then(
-        () => 'up' as const,
-        () => 'down' as const,
-      ),
-      redisState(app.redis),
-    ]);
-    const ready = database === 'up';
+    const { ready, database, redis } = await healthService.readiness(app.db, app.redis);
     return noStore(reply)
       .code(ready ? 200 : 503)
       .send({ status: ready ? 'ready' : 'unavailable', database, redis });

@@ -1,9 +1,18 @@
 import { type Static, Type } from 'typebox';
+import type { IncidentRow } from '../db/repositories/incidents.ts';
 
 /**
  * Response shapes of the public API, exactly as the contract names them. Fastify serializes every
  * response through these, so a field that is not here never leaves the server.
  */
+
+/**
+ * One query-string parameter as Fastify's parser hands it over: a string, or an array of them when
+ * the name is repeated. It admits every value the parser can produce, so validation never refuses
+ * a request: the schema types the parameter, and the route normalizes it as the contract says (the
+ * public lists fall back to defaults, never a 400; the wider API's 400 names the parameter).
+ */
+export const QueryParameter = Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())]));
 
 const nullable = <T extends ReturnType<typeof Type.String> | ReturnType<typeof Type.Integer>>(schema: T) =>
   Type.Union([schema, Type.Null()]);
@@ -22,6 +31,24 @@ export const IncidentSchema = Type.Object({
   updated_at: Type.String({ format: 'date-time' }),
 });
 export type Incident = Static<typeof IncidentSchema>;
+
+/** An incident as both APIs show it: the stored row, with the severity score computed. */
+export function toIncident(row: IncidentRow): Incident {
+  const { severity_likelihood: likelihood, severity_impact: impact } = row;
+  return {
+    id: row.id,
+    incident_number: row.incident_number,
+    description: row.description,
+    status: row.status,
+    severity_score: likelihood === null || impact === null ? null : likelihood * impact,
+    severity_likelihood: likelihood,
+    severity_impact: impact,
+    location: row.location,
+    incident_date: row.incident_date,
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+  };
+}
 
 export const UserSchema = Type.Object({
   id: Type.String({ format: 'uuid' }),

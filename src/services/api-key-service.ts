@@ -8,7 +8,7 @@ import {
   generateApiKey,
 } from '../auth/api-keys.ts';
 import { accountRepository } from '../db/repositories/accounts.ts';
-import { type ApiKeyRow, apiKeyRepository } from '../db/repositories/api-keys.ts';
+import { type ApiKeyEventRow, type ApiKeyRow, apiKeyRepository } from '../db/repositories/api-keys.ts';
 import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
 
@@ -139,6 +139,17 @@ export const apiKeyService = {
     if (account === undefined) throw new InputError(`no account with id "${accountId}"`);
     const rows = await apiKeyRepository.listByAccount(db, accountId);
     return rows.map((row) => toView(row, now));
+  },
+
+  /** The key if it belongs to the account; another account's key is as absent as a missing one. */
+  async findOwn(db: Kysely<Database>, keyId: string, accountId: string): Promise<ApiKeyView | null> {
+    const row = await apiKeyRepository.findById(db, keyId);
+    return row === undefined || row.account_id !== accountId ? null : toView(row);
+  },
+
+  /** The account's latest `limit` audit events, newest first. */
+  async listEvents(db: Kysely<Database>, accountId: string, limit: number): Promise<ApiKeyEventRow[]> {
+    return apiKeyRepository.listEvents(db, accountId, limit);
   },
 
   async rename(

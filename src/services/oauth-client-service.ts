@@ -109,6 +109,12 @@ export const oauthClientService = {
     return (await oauthClientRepository.listByAccount(db, accountId)).map(toOauthClientView);
   },
 
+  /** The client if it belongs to the account; another account's client is as absent as a missing one. */
+  async findOwn(db: Kysely<Database>, clientId: string, accountId: string): Promise<OauthClientView | null> {
+    const row = await oauthClientRepository.findById(db, clientId);
+    return row === undefined || row.account_id !== accountId ? null : toOauthClientView(row);
+  },
+
   /**
    * Deletes a client. Its tokens stop working at their next use: every token lookup requires the
    * client to exist. `accountId`, when given, restricts the deletion to that account's clients.

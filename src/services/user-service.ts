@@ -7,6 +7,12 @@ import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
 
 export const userService = {
+  /** Names of the account's users among `ids`, by id; ids of other accounts' users are left out. */
+  async namesByIds(db: Kysely<Database>, accountId: string, ids: string[]): Promise<Map<string, string>> {
+    const users = await userRepository.findNamesByIds(db, accountId, ids);
+    return new Map(users.map((user) => [user.id, user.name]));
+  },
+
   /**
    * Sets a user's password. A new password ends what the old one opened (it may have been
    * stolen): admin panel sessions, and OAuth grants, tokens, codes and sign-in sessions, so partner

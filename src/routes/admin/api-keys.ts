@@ -1,34 +1,26 @@
 import type { FastifyInstance } from 'fastify';
-import type { Kysely } from 'kysely';
 import { formField } from '../../admin/forms.ts';
 import { type AdminSession, setFlash } from '../../admin/sessions.ts';
 import { apiKeyPage, integrationsPage, keyPath, revokeConfirmationPage } from '../../admin/views/api-keys.ts';
 import { messagePage } from '../../admin/views/message-page.ts';
 import { oauthClientsSection } from '../../admin/views/oauth-clients-section.ts';
-import { apiKeyRepository } from '../../db/repositories/api-keys.ts';
-import { userRepository } from '../../db/repositories/users.ts';
-import type { Database } from '../../db/schema.ts';
 import { InputError } from '../../errors.ts';
 import { INTEGRATIONS_PATH } from '../../paths.ts';
 import { oauthClientService } from '../../services/oauth-client-service.ts';
-import { type ApiKeyView, apiKeyService, toView } from '../../services/api-key-service.ts';
+import { type ApiKeyView, apiKeyService } from '../../services/api-key-service.ts';
+import { userService } from '../../services/user-service.ts';
 import { sendPage } from './responses.ts';
 import { sendSignedInPage, signedInAs } from './signed-in.ts';
 
 const AUDIT_TRAIL_LENGTH = 100;
 
 type KeyParams = { Params: { id: string } };
+type Db = FastifyInstance['db'];
 
-async function userNames(db: Kysely<Database>, accountId: string, actors: (string | null)[]) {
+/** Names of the users among the actors of keys and events (the others are `cli` or no one). */
+async function userNames(db: Db, accountId: string, actors: (string | null)[]) {
   const ids = [...new Set(actors.filter((actor): actor is string => actor !== null && actor !== 'cli'))];
-  const users = await userRepository.findNamesByIds(db, accountId, ids);
-  return new Map(users.map((user) => [user.id, user.name]));
-}
-
-/** The key if it belongs to the account; another account's key is as absent as a missing one. */
-async function ownKey(db: Kysely<Database>, keyId: string, accountId: string): Promise<ApiKeyView | null> {
-  const row = await apiKeyRepository.findById(db, keyId);
-  return row === undefined || row.account_id !== accountId ? null : toView(row);
+  return userService.namesByIds(db, accountId, ids);
 }
 
 function notFoundPage(session: AdminSession): string {
@@ -41,13 +33,7 @@ function notFoundPage(session: AdminSession): string {
 }
 
 interface KeyAction {
-  run(
-    db: Kysely<Database>,
-    keyId: string,
-    body: unknown,
-    actor: string,
-    accountId: string,
-  ): Promise<ApiKeyView>;
+  run(db: Db, keyId: string, body: unknown, actor: string, accountId: string): Promise<ApiKeyView>;
   done(key: ApiKeyView): string;
 }
 
@@ -87,7 +73,7 @@ export async function adminApiKeyRoutes(app: FastifyInstance): Promise<void> {
     const now = new Date();
     const [keys, events, clients] = await Promise.all([
       apiKeyService.list(db, accountId, now),
-      apiKeyRepository.listEvents(db, accountId, AUDIT_TRAIL_LENGTH),
+      apiKeyService.listEvents(db, accountId, AUDIT_TRAIL_LENGTH),
       oauthClientService.list(db, accountId),
     ]);
     const names = await userNames(db, accountId, [
@@ -138,7 +124,7 @@ export async function adminApiKeyRoutes(app: FastifyInstance): Promise<void> {
   app.get<KeyParams>('/settings/integrations/api-keys/:id', async (request, reply) => {
     const session = request.adminSession;
     const { db } = request.server;
-    const key = await ownKey(db, request.params.id, session.principal.accountId);
+    const key = await apiKeyService.findOwn(db, request.params.id, session.principal.accountId);
     if (key === null) return sendPage(reply, 404, notFoundPage(session));
     const names = await userNames(db, session.principal.accountId, [key.created_by]);
     return sendSignedInPage(
@@ -150,7 +136,11 @@ export async function adminApiKeyRoutes(app: FastifyInstance): Promise<void> {
 
   app.get<KeyParams>('/settings/integrations/api-keys/:id/revoke', async (request, reply) => {
     const session = request.adminSession;
-    const key = await ownKey(request.server.db, request.params.id, session.principal.accountId);
+    const key = await apiKeyService.findOwn(
+      request.server.db,
+      request.params.id,
+      session.principal.accountId,
+    );
     if (key === null) return sendPage(reply, 404, notFoundPage(session));
     return sendSignedInPage(request, reply, revokeConfirmationPage({ signedIn: signedInAs(session), key }));
   });
@@ -170,7 +160,8 @@ export async function adminApiKeyRoutes(app: FastifyInstance): Promise<void> {
           kind: 'error',
           message: `Nothing was changed: ${error.message}.`,
         });
-        if ((await ownKey(db, keyId, accountId)) === null) return reply.redirect(INTEGRATIONS_PATH, 303);
+        if ((await apiKeyService.findOwn(db, keyId, accountId)) === null)
+          return reply.redirect(INTEGRATIONS_PATH, 303);
       }
       return reply.redirect(keyPath(keyId), 303);
     });

@@ -1,8 +1,8 @@
 import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { isStoreUnavailable, STORE_RETRY_AFTER_SECONDS } from '../../db/store-health.ts';
-import { INTEGRATIONS_PATH } from '../../paths.ts';
+import { storeOutage } from '../../errors.ts';
+import { ADMIN_PATH, INTEGRATIONS_PATH } from '../../paths.ts';
 import { messagePage } from '../../admin/views/message-page.ts';
 import { adminApiKeyRoutes } from './api-keys.ts';
 import { adminAssetRoutes } from './assets.ts';
@@ -37,11 +37,12 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
     // Logged once per outage by the store monitor, not per request.
-    if (isStoreUnavailable(error)) {
-      reply.header('retry-after', STORE_RETRY_AFTER_SECONDS);
+    const outage = storeOutage(error);
+    if (outage !== null) {
+      reply.headers(outage.headers);
       return sendPage(
         reply,
-        503,
+        outage.statusCode,
         messagePage({
           title: 'Temporarily unavailable',
           message: 'The panel cannot reach its database right now. Please try again in a few seconds.',
@@ -59,7 +60,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
       messagePage({
         title: 'Something went wrong',
         message: 'The panel could not complete this request. The error has been logged.',
-        next: { href: '/admin', label: 'Back to the admin panel' },
+        next: { href: ADMIN_PATH, label: 'Back to the admin panel' },
       }),
     );
   });
@@ -71,7 +72,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
       messagePage({
         title: 'Page not found',
         message: 'There is no admin panel page at this address.',
-        next: { href: '/admin', label: 'Back to the admin panel' },
+        next: { href: ADMIN_PATH, label: 'Back to the admin panel' },
       }),
     ),
   );

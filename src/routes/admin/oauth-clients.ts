@@ -1,32 +1,15 @@
 import type { FastifyInstance } from 'fastify';
-import type { Kysely } from 'kysely';
 import { formField } from '../../admin/forms.ts';
 import { type Flash, setFlash } from '../../admin/sessions.ts';
 import { messagePage } from '../../admin/views/message-page.ts';
 import { CLIENT_TYPES, deleteConfirmationPage } from '../../admin/views/oauth-clients-section.ts';
-import { oauthClientRepository } from '../../db/repositories/oauth-clients.ts';
-import type { Database } from '../../db/schema.ts';
 import { InputError } from '../../errors.ts';
 import { INTEGRATIONS_PATH } from '../../paths.ts';
-import {
-  type OauthClientView,
-  oauthClientService,
-  toOauthClientView,
-} from '../../services/oauth-client-service.ts';
+import { type OauthClientView, oauthClientService } from '../../services/oauth-client-service.ts';
 import { sendPage } from './responses.ts';
 import { sendSignedInPage, signedInAs } from './signed-in.ts';
 
 type ClientParams = { Params: { id: string } };
-
-/** The client if it belongs to the account; another account's client is as absent as a missing one. */
-async function ownClient(
-  db: Kysely<Database>,
-  clientId: string,
-  accountId: string,
-): Promise<OauthClientView | null> {
-  const row = await oauthClientRepository.findById(db, clientId);
-  return row === undefined || row.account_id !== accountId ? null : toOauthClientView(row);
-}
 
 /** The textarea holds one redirect URI per line; blank lines and surrounding spaces are not URIs. */
 function redirectUrisOfForm(body: unknown): string[] {
@@ -88,7 +71,11 @@ export async function adminOauthClientRoutes(app: FastifyInstance): Promise<void
 
   app.get<ClientParams>('/settings/integrations/oauth-clients/:id/delete', async (request, reply) => {
     const session = request.adminSession;
-    const client = await ownClient(request.server.db, request.params.id, session.principal.accountId);
+    const client = await oauthClientService.findOwn(
+      request.server.db,
+      request.params.id,
+      session.principal.accountId,
+    );
     if (client === null) {
       return sendPage(
         reply,
@@ -113,7 +100,7 @@ export async function adminOauthClientRoutes(app: FastifyInstance): Promise<void
     const { db } = request.server;
     const { accountId } = session.principal;
     const clientId = request.params.id;
-    const client = await ownClient(db, clientId, accountId);
+    const client = await oauthClientService.findOwn(db, clientId, accountId);
     try {
       // Refuses a client of another account exactly like a missing one, so `client` is set after it.
       await oauthClientService.delete(db, clientId, accountId);

@@ -11,8 +11,8 @@ import {
 } from '../../admin/sessions.ts';
 import { csrfFailurePage, refusalPage } from '../../admin/views/message-page.ts';
 import { signInPage } from '../../admin/views/sign-in.ts';
-import { accountRepository } from '../../db/repositories/accounts.ts';
 import { INTEGRATIONS_PATH, SIGN_IN_PATH } from '../../paths.ts';
+import { accountService } from '../../services/account-service.ts';
 import { sendPage } from './responses.ts';
 
 /** The sign-in form's CSRF token: the one the browser already holds, or a new one. */
@@ -63,7 +63,7 @@ export async function adminSignInRoutes(app: FastifyInstance): Promise<void> {
     if (result.outcome === 'incorrect') return again(401, 'The email or password is incorrect.');
     const { user } = result;
 
-    const account = await accountRepository.findById(request.server.db, user.account_id);
+    const account = await accountService.findById(request.server.db, user.account_id);
     const reason =
       account === undefined
         ? 'Your account no longer exists.'

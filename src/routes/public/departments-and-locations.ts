@@ -1,15 +1,11 @@
-import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import { type NamedResourceTable, namedResourceRepository } from '../../db/repositories/named-resources.ts';
 import { NamedResourceSchema, publicErrorResponses, success } from '../../schemas/public.ts';
-import type { Respond } from './response-cache.ts';
+import { directoryService, NAMED_RESOURCE_TABLES } from '../../services/directory-service.ts';
+import type { PublicRoutes } from './response-cache.ts';
 
 /** `/departments` and `/locations`: active records of the account, by name. */
-export async function departmentAndLocationRoutes(
-  app: FastifyInstance,
-  { respond }: { respond: Respond },
-): Promise<void> {
-  for (const table of ['departments', 'locations'] satisfies NamedResourceTable[]) {
+export const departmentAndLocationRoutes: PublicRoutes = async (app, { respond }) => {
+  for (const table of NAMED_RESOURCE_TABLES) {
     app.get(
       `/${table}`,
       {
@@ -21,8 +17,8 @@ export async function departmentAndLocationRoutes(
       (request, reply) =>
         respond(request, reply, '', async () => ({
           error: false as const,
-          data: await namedResourceRepository.listActive(app.db, table, request.apiKey.account_id),
+          data: await directoryService.listNamedResources(app.db, table, request.apiKey.account_id),
         })),
     );
   }
-}
+};

@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { uncountRequest } from '../../auth/api-keys.ts';
+import { Lru } from '../../lib/lru.ts';
 
 /**
  * Serialized 200 bodies of the public API with their strong ETags, so that a repeated read costs
@@ -21,43 +23,7 @@ interface CachedBody {
 /** Bookkeeping bytes of an entry beyond its body and key: map slot, objects, the ETag string. */
 const ENTRY_OVERHEAD_BYTES = 256;
 
-/** Least recently used entries go first once the bodies exceed `maxBytes`: memory stays bounded. */
-export class ResponseCache {
-  private readonly entries = new Map<string, CachedBody>();
-  private bytes = 0;
-
-  constructor(private readonly maxBytes: number) {}
-
-  get(key: string): CachedBody | undefined {
-    const entry = this.entries.get(key);
-    if (entry !== undefined) {
-      // Map iteration follows insertion order: re-inserting marks the entry as the newest.
-      this.entries.delete(key);
-      this.entries.set(key, entry);
-    }
-    return entry;
-  }
-
-  set(key: string, entry: CachedBody): void {
-    const size = sizeOf(key, entry);
-    // A body this large would evict most of the cache for one response; serve it uncached.
-    if (size > this.maxBytes / 8) return;
-    const previous = this.entries.get(key);
-    if (previous !== undefined) {
-      this.entries.delete(key);
-      this.bytes -= sizeOf(key, previous);
-    }
-    this.entries.set(key, entry);
-    this.bytes += size;
-    for (const [oldestKey, oldest] of this.entries) {
-      if (this.bytes <= this.maxBytes) break;
-      this.entries.delete(oldestKey);
-      this.bytes -= sizeOf(oldestKey, oldest);
-    }
-  }
-}
-
-function sizeOf(key: string, entry: CachedBody): number {
+function sizeOf(entry: CachedBody, key: string): number {
   return entry.body.length + key.length * 2 + ENTRY_OVERHEAD_BYTES;
 }
 
@@ -88,28 +54,52 @@ export type Respond = (
   reply: FastifyReply,
   variant: string,
   produce: () => Promise<Record<string, unknown>>,
-) => Promise<FastifyReply>;
+) => void;
+
+/** A route file of the public API: its GET routes, answering through `respond`. */
+export type PublicRoutes = FastifyPluginAsyncTypebox<{ respond: Respond }>;
 
 /**
- * The one way public routes answer a 200: from the cache or from `produce` (whose payload goes
- * through the route's 200 schema), with an ETag; an `If-None-Match` naming that tag gets a 304 with
+ * The one way public routes answer a 200: from a cache of at most `maxBytes` or from `produce`
+ * (whose payload goes through the route's 200 schema), with an ETag; an `If-None-Match` naming that tag gets a 304 with
  * no body that does not count against the rate limit. `variant` names the normalized parameters.
+ *
+ * It sends the reply itself, failures included, and returns nothing: Fastify does not wait on a
+ * handler that returns nothing, so a cached body is sent without a promise, and a route's return
+ * type stays the payload its response schema describes rather than the reply object.
  */
-export function cachedResponder(cache: ResponseCache): Respond {
-  return async (request, reply, variant, produce) => {
+export function cachedResponder(maxBytes: number): Respond {
+  // Least recently used bodies go first once they exceed `maxBytes`: memory stays bounded.
+  const cache = new Lru<string, CachedBody>(maxBytes, sizeOf);
+  // A body larger than this would evict most of the cache for one response; it is served uncached.
+  const largestCached = maxBytes / 8;
+  return (request, reply, variant, produce) => {
     const { account_id: accountId, data_version: dataVersion } = request.apiKey;
     const key = `${accountId}\n${dataVersion}\n${request.routeOptions.url}\n${variant}`;
-    let entry = cache.get(key);
-    if (entry === undefined) {
-      const body = Buffer.from(reply.serializeInput(await produce(), '200') as string);
-      entry = { body, etag: entityTag(body) };
-      cache.set(key, entry);
+    const cached = cache.get(key);
+    if (cached !== undefined) {
+      sendBody(request, reply, cached);
+      return;
     }
-    reply.header('etag', entry.etag);
-    if (ifNoneMatchMatches(request.headers['if-none-match'], entry.etag)) {
-      await uncountRequest(request, reply);
-      return reply.code(304).send();
-    }
-    return reply.header('content-type', 'application/json; charset=utf-8').send(entry.body);
+    produce()
+      .then((payload) => {
+        const body = Buffer.from(String(reply.serializeInput(payload, '200')));
+        const entry = { body, etag: entityTag(body) };
+        if (sizeOf(entry, key) <= largestCached) cache.set(key, entry);
+        sendBody(request, reply, entry);
+      })
+      .catch((error: unknown) => reply.send(error));
   };
+}
+
+function sendBody(request: FastifyRequest, reply: FastifyReply, entry: CachedBody): void {
+  reply.header('etag', entry.etag);
+  if (ifNoneMatchMatches(request.headers['if-none-match'], entry.etag)) {
+    uncountRequest(request, reply).then(
+      () => reply.code(304).send(),
+      (error: unknown) => reply.send(error),
+    );
+    return;
+  }
+  reply.header('content-type', 'application/json; charset=utf-8').send(entry.body);
 }

@@ -1,10 +1,9 @@
-import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import { userRepository } from '../../db/repositories/users.ts';
 import { publicErrorResponses, success, UserSchema } from '../../schemas/public.ts';
-import type { Respond } from './response-cache.ts';
+import { directoryService } from '../../services/directory-service.ts';
+import type { PublicRoutes } from './response-cache.ts';
 
-export async function userRoutes(app: FastifyInstance, { respond }: { respond: Respond }): Promise<void> {
+export const userRoutes: PublicRoutes = async (app, { respond }) => {
   app.get(
     '/users',
     {
@@ -16,7 +15,7 @@ export async function userRoutes(app: FastifyInstance, { respond }: { respond: R
     (request, reply) =>
       respond(request, reply, '', async () => ({
         error: false as const,
-        data: await userRepository.listVisible(app.db, request.apiKey.account_id),
+        data: await directoryService.listUsers(app.db, request.apiKey.account_id),
       })),
   );
-}
+};

@@ -1,16 +1,20 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { type TSchema, Type } from 'typebox';
-import { accountRepository } from '../../db/repositories/accounts.ts';
-import { incidentRepository } from '../../db/repositories/incidents.ts';
-import { namedResourceRepository } from '../../db/repositories/named-resources.ts';
-import { userRepository } from '../../db/repositories/users.ts';
 import { ApiError } from '../../errors.ts';
 import type { TokenPrincipal } from '../../oauth/access-tokens.ts';
 import { apiScopeFor, type WiderApiResource } from '../../oauth/scopes.ts';
 import { BEARER_REALM as REALM } from '../../paths.ts';
 import { ErrorSchema, IncidentSchema, NamedResourceSchema, UserSchema } from '../../schemas/public.ts';
-import { toIncident } from '../public/incidents.ts';
-import { type PageRequest, PaginationSchema, pagination, parsePageRequest } from './pagination.ts';
+import { directoryService, NAMED_RESOURCE_TABLES } from '../../services/directory-service.ts';
+import { incidentService } from '../../services/incident-service.ts';
+import {
+  type PageRequest,
+  PageQuerySchema,
+  PaginationSchema,
+  pagination,
+  parsePageRequest,
+} from './pagination.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -101,7 +105,7 @@ async function refuseUnrouted(request: FastifyRequest, reply: FastifyReply): Pro
  * Mounted at /api/v1: the wider API, read with OAuth 2 access tokens of the account's clients.
  * Every list pages with `_start`/`_limit` and answers `{ response, pagination }`.
  */
-export async function widerApiRoutes(app: FastifyInstance): Promise<void> {
+export const widerApiRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.decorateRequest('oauthPrincipal', null as never);
   app.addHook('onRequest', authenticateAccessToken);
   app.addHook('onRequest', refuseUnrouted);
@@ -116,48 +120,37 @@ export async function widerApiRoutes(app: FastifyInstance): Promise<void> {
       `/${resource}`,
       {
         schema: {
-          // No querystring schema: `parsePageRequest` answers a bad or repeated `_start`/`_limit`
-          // with a message that names it, in this API's error shape.
           summary: `List ${resource}, paged`,
+          // Admits any value: `parsePageRequest` answers a bad or repeated `_start`/`_limit` with a
+          // message that names it, in this API's error shape.
+          querystring: PageQuerySchema,
           response: listResponses(item),
         },
         // Route-level onRequest hooks run after the instance's token check, before any validation.
         onRequest: admit(apiScopeFor(resource)),
       },
       async (request) => {
-        const page = parsePageRequest(request.query as Record<string, unknown>);
+        const page = parsePageRequest(request.query);
         const { items, total } = await read(request.oauthPrincipal.accountId, page);
         return { response: items, pagination: pagination(page, total) };
       },
     );
 
   list('users', UserSchema, async (accountId, page) => {
-    const users = await userRepository.listVisible(app.db, accountId);
+    const users = await directoryService.listUsers(app.db, accountId);
     return { items: slice(users, page), total: users.length };
   });
 
-  for (const table of ['departments', 'locations'] as const) {
+  for (const table of NAMED_RESOURCE_TABLES) {
     list(table, NamedResourceSchema, async (accountId, page) => {
-      const rows = await namedResourceRepository.listActive(app.db, table, accountId);
+      const rows = await directoryService.listNamedResources(app.db, table, accountId);
       return { items: slice(rows, page), total: rows.length };
     });
   }
 
-  // Positions run from 1 (oldest) to incident_count (newest): newest first, item i has position
-  // total - i, so any page is an index range read however deep it is.
   list('incidents', IncidentSchema, async (accountId, page) => {
-    const account = await accountRepository.findById(app.db, accountId);
-    const total = account?.incident_count ?? 0;
-    const highest = total - page.start;
-    const rows =
-      highest >= 1
-        ? await incidentRepository.listByPositionRange(
-            app.db,
-            accountId,
-            Math.max(highest - page.limit + 1, 1),
-            highest,
-          )
-        : [];
-    return { items: rows.map(toIncident), total };
+    const total = await incidentService.count(app.db, accountId);
+    const items = await incidentService.listNewestFirst(app.db, accountId, total, page.start, page.limit);
+    return { items, total };
   });
-}
+};

@@ -1,5 +1,6 @@
 import { type Static, Type } from 'typebox';
 import { ApiError } from '../../errors.ts';
+import { QueryParameter } from '../../schemas/public.ts';
 
 /** The wider API's paging convention: `_start` (offset, default 0) and `_limit` (default 20, at most 100). */
 
@@ -10,6 +11,10 @@ export interface PageRequest {
   start: number;
   limit: number;
 }
+
+/** Typed as the parser hands them over; `parsePageRequest`, not validation, refuses a bad one. */
+export const PageQuerySchema = Type.Object({ _start: QueryParameter, _limit: QueryParameter });
+type PageQuery = Static<typeof PageQuerySchema>;
 
 export const PaginationSchema = Type.Object({
   totalRecords: Type.Integer(),
@@ -30,7 +35,7 @@ function badParameter(message: string): ApiError {
  * Unlike the public incident list (which never answers 400), a malformed `_start` or `_limit` is
  * refused with a message naming it. A `_limit` above the maximum is reduced to it, as the design says.
  */
-export function parsePageRequest(query: Record<string, unknown>): PageRequest {
+export function parsePageRequest(query: PageQuery): PageRequest {
   const start = query._start ?? '0';
   const limit = query._limit ?? String(DEFAULT_LIMIT);
   if (typeof start !== 'string' || !DIGITS.test(start)) {

@@ -142,6 +142,30 @@ for (const store of STORES) {
       }
     });
 
+    test('every public route the application registers answers write verbs with 405, with no list to keep', async () => {
+      const writer = await seedKey(ctx.db, accountId, { scope: 'read-write' });
+      // The routes as registered, from the OpenAPI document generated from them: a new read
+      // endpoint is covered here without being named.
+      const doc = (await ctx.app.inject({ url: '/openapi.json' })).json();
+      const paths = Object.keys(doc.paths).filter((path) => path.startsWith('/api/v1/public/'));
+      for (const known of ['/incidents', '/incidents/{id}', '/users', '/departments', '/locations']) {
+        assert.ok(paths.includes(`/api/v1/public${known}`), known);
+      }
+      for (const path of paths) {
+        const url = path.replace(/\{\w+\}/g, '2b1d3c4e-0000-4000-8000-000000000000');
+        assert.ok([200, 404].includes((await get(bearer(writer.rawKey), url)).statusCode), `GET ${url}`);
+        for (const method of ['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const) {
+          const res = await ctx.app.inject({ method, url, headers: bearer(writer.rawKey) });
+          assert.equal(res.statusCode, 405, `${method} ${url}`);
+          assert.equal(res.headers.allow, 'GET, HEAD');
+          assert.deepEqual(res.json(), {
+            error: true,
+            message: 'Method not allowed: this API is read-only.',
+          });
+        }
+      }
+    });
+
     test('checks run in order: header, key, plan, scope, then the rate limit', async () => {
       const limited = await seedAccount(ctx.db, { rate_limit_per_hour: 1 });
       const key = await seedKey(ctx.db, limited);

@@ -1,0 +1,88 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { type DatabaseHandle, openDatabase } from '../../src/db/database.ts';
+import { migrateToLatest } from '../../src/db/migrate.ts';
+import { accountRepository } from '../../src/db/repositories/accounts.ts';
+import { incidentRepository } from '../../src/db/repositories/incidents.ts';
+import { incidentService } from '../../src/services/incident-service.ts';
+import { createTestDatabase, STORES, seedAccount, type TestDatabase } from '../helpers.ts';
+
+const INCIDENTS = 7;
+
+/** The one paging path of both APIs: an offset and a limit into the newest-first list. */
+for (const store of STORES) {
+  describe(`incident service (${store})`, () => {
+    let database: TestDatabase;
+    let handle: DatabaseHandle;
+    let accountId: string;
+    let otherAccountId: string;
+    // Newest first, as every list shows them.
+    let newestFirst: string[];
+
+    before(async () => {
+      database = await createTestDatabase(store);
+      handle = openDatabase(database.url);
+      await migrateToLatest(handle.db);
+      const { db } = handle;
+      accountId = await seedAccount(db);
+      otherAccountId = await seedAccount(db);
+      const start = Date.UTC(2025, 0, 1);
+      const rows = Array.from({ length: INCIDENTS }, (_, i) => ({
+        id: randomUUID(),
+        account_id: accountId,
+        incident_number: `INC-2025-${i + 1}`,
+        description: null,
+        status: 'open',
+        severity_likelihood: i % 2 === 0 ? 2 : null,
+        severity_impact: 3,
+        location: null,
+        incident_date: null,
+        created_at: new Date(start + i * 60_000).toISOString(),
+        updated_at: new Date(start + i * 60_000).toISOString(),
+      }));
+      await incidentRepository.upsertMany(db, rows);
+      await incidentRepository.rerank(db, accountId, null);
+      await accountRepository.recordIncidentChange(db, accountId, INCIDENTS);
+      newestFirst = rows.map((row) => row.id).reverse();
+    });
+    after(async () => {
+      await handle.destroy();
+      await database.drop();
+    });
+
+    const ids = async (offset: number, limit: number, total = INCIDENTS) =>
+      (await incidentService.listNewestFirst(handle.db, accountId, total, offset, limit)).map((i) => i.id);
+
+    test('any offset and limit is that slice of the newest-first list', async () => {
+      for (let offset = 0; offset <= INCIDENTS + 1; offset += 1) {
+        for (const limit of [1, 2, 3, INCIDENTS, INCIDENTS + 5]) {
+          assert.deepEqual(
+            await ids(offset, limit),
+            newestFirst.slice(offset, offset + limit),
+            `offset ${offset}, limit ${limit}`,
+          );
+        }
+      }
+    });
+
+    test('an offset far past the end, or an account without incidents, gives none', async () => {
+      assert.deepEqual(await ids(Number.MAX_SAFE_INTEGER, 200), []);
+      assert.deepEqual(await incidentService.listNewestFirst(handle.db, otherAccountId, 0, 0, 50), []);
+    });
+
+    test('count is the account incident count; findById maps the row as the APIs show it', async () => {
+      assert.equal(await incidentService.count(handle.db, accountId), INCIDENTS);
+      assert.equal(await incidentService.count(handle.db, otherAccountId), 0);
+      const oldest = await incidentService.findById(handle.db, accountId, newestFirst.at(-1) as string);
+      assert.equal(oldest?.incident_number, 'INC-2025-1');
+      assert.equal(oldest?.severity_score, 6);
+      const second = await incidentService.findById(handle.db, accountId, newestFirst.at(-2) as string);
+      assert.equal(second?.severity_score, null);
+      assert.equal(
+        await incidentService.findById(handle.db, otherAccountId, newestFirst[0] as string),
+        undefined,
+      );
+    });
+  });
+}
