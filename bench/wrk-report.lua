@@ -2,6 +2,12 @@
 -- one JSON line starting with "wrk-report " so that the bench parses numbers, not prose.
 -- Latencies are in microseconds, as wrk keeps them.
 
+-- Request headers come from WRK_HEADERS ("name: value" lines), not from -H, so that the API key
+-- does not show in the process list.
+for name, value in string.gmatch(os.getenv("WRK_HEADERS") or "", "([^:\n]+): ([^\n]*)") do
+  wrk.headers[name] = value
+end
+
 local threads = {}
 
 function setup(thread)

@@ -81,14 +81,19 @@ export async function load(
   const seconds = options.seconds ?? settings.seconds;
   const args = ['-t', String(settings.threads), '-c', String(settings.connections), '-d', `${seconds}s`];
   args.push('--timeout', '10s', '-s', REPORT_SCRIPT);
-  for (const [name, value] of Object.entries(headers)) args.push('-H', `${name}: ${value}`);
   args.push(`http://127.0.0.1:${port}${path}`);
   const [command, argv] = pinned('loadGenerator', 'wrk', args);
 
   const cpuBefore = cpuMicros(pid);
   const started = performance.now();
   const child = spawn(command, argv, {
-    env: { ...process.env, WRK_COUNT_STATUSES: options.countStatuses ? '1' : '0' },
+    env: {
+      ...process.env,
+      WRK_HEADERS: Object.entries(headers)
+        .map(([name, value]) => `${name}: ${value}`)
+        .join('\n'),
+      WRK_COUNT_STATUSES: options.countStatuses ? '1' : '0',
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
