@@ -109,8 +109,7 @@ export async function load(
   const wallUs = (performance.now() - started) * 1000;
 
   const line = out.split('\n').find((l) => l.startsWith('wrk-report '));
-  if (code !== 0 || line === undefined)
-    throw new Error(`wrk exited with ${code} and no report: ${err}${out}`);
+  if (code !== 0 || line === undefined) throw new Error(`wrk failed (exit code ${code}): ${err}${out}`);
   const r = JSON.parse(line.slice('wrk-report '.length)) as WrkReport;
   const ms = (us: number) => us / 1000;
   return {

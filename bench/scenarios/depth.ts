@@ -2,7 +2,7 @@ import type { Api } from '../api.ts';
 import { get } from '../http.ts';
 import { addRow, fmt, log, median } from '../report.ts';
 import { settings } from '../settings.ts';
-import { load } from '../wrk.ts';
+import { failures, load } from '../wrk.ts';
 import { PAGE_ONE } from './ratio.ts';
 
 /** Median latency of the first (uncached) read of `count` pages from `from`, on one connection. */
@@ -49,8 +49,7 @@ export async function depth(api: Api, incidents: number) {
   const lastPath = `/api/v1/public/incidents?page=${lastPage}&limit=50`;
   const cachedLast = await load(api.pid, api.port, lastPath, api.auth, { seconds });
   const cachedFirst = await load(api.pid, api.port, PAGE_ONE, api.auth, { seconds });
-  const failed =
-    cachedLast.non2xx3xx + cachedLast.socketErrors + cachedFirst.non2xx3xx + cachedFirst.socketErrors;
+  const failed = failures([cachedLast, cachedFirst]);
   addRow({
     measurement: `median latency under load (${settings.connections} connections), last page vs page 1`,
     result: `${fmt(cachedLast.latencyMs.p50, 2)} vs ${fmt(cachedFirst.latencyMs.p50, 2)} ms (p99 ${fmt(cachedLast.latencyMs.p99, 2)} vs ${fmt(cachedFirst.latencyMs.p99, 2)} ms)${failed > 0 ? `; ${failed} failed requests!` : ''}`,
