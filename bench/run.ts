@@ -27,7 +27,7 @@ async function sqliteMode(): Promise<void> {
   const env = { DATABASE_URL: `sqlite:${join(WORK, 'bench.db')}` };
   log(`generating ${fmt(settings.incidents)} incidents`);
   const dataFile = await generateDataset('sqlite.ndjson', settings.incidents);
-  await importRate('SQLite', dataFile, settings.incidents, env);
+  await importRate('SQLite', dataFile, settings.incidents, env, true);
   const api = await startApi('SQLite', env);
   try {
     const { etag, apiRuns, apiCpuUsPerRequest } = await pageOneRatio('SQLite', api, true);
@@ -49,7 +49,7 @@ async function postgresMode(): Promise<void> {
   await withPostgresDatabase(async (url) => {
     const env = { DATABASE_URL: url, REDIS_URL: settings.redisUrl };
     const dataFile = await generateDataset('pg.ndjson', settings.pgIncidents);
-    await importRate('PostgreSQL', dataFile, settings.pgIncidents, env);
+    await importRate('PostgreSQL', dataFile, settings.pgIncidents, env, false);
     const api = await startApi('PostgreSQL + Redis', env);
     try {
       await pageOneRatio('PostgreSQL + Redis', api, false);
