@@ -1,0 +1,61 @@
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import pg from 'pg';
+import { DEMO_ACCOUNT_ID, demoRecords, writeNdjson } from '../src/demo/demo-data.ts';
+import { cli } from './processes.ts';
+import { settings, WORK } from './settings.ts';
+
+/** The generator's `now`: every generated incident is older, so a later incident is an append. */
+const GENERATED_UNTIL = new Date('2026-01-01T00:00:00Z');
+
+/**
+ * Writes one demo account with `incidents` incidents as NDJSON, in creation order. The hourly
+ * allowance of 10⁹ keeps the rate limiter running on every request without ever refusing one.
+ */
+export async function generateDataset(name: string, incidents: number): Promise<string> {
+  const path = join(WORK, name);
+  await writeNdjson(path, demoRecords({ incidents, rateLimitPerHour: 1_000_000_000, now: GENERATED_UNTIL }));
+  return path;
+}
+
+/** `count` incidents newer than every generated one, as an NDJSON file to import while the server runs. */
+export async function appendDataset(count: number): Promise<string> {
+  const path = join(WORK, 'append.ndjson');
+  const records = Array.from({ length: count }, (_, i) => ({
+    type: 'incident',
+    id: randomUUID(),
+    account_id: DEMO_ACCOUNT_ID,
+    incident_number: `INC-2026-9${String(i).padStart(4, '0')}`,
+    status: 'open',
+    created_at: new Date(GENERATED_UNTIL.getTime() + 3_600_000 + i * 1000).toISOString(),
+  }));
+  await writeNdjson(path, records);
+  return path;
+}
+
+/** Imports `file` with the real CLI (`safety-api import`): wall time and peak RSS of the whole run. */
+export function importFile(file: string, env: Record<string, string>) {
+  return cli(['import', file], env);
+}
+
+/** Creates an API key of the demo account with the real CLI; returns the Authorization header. */
+export async function createKey(name: string, env: Record<string, string>): Promise<Record<string, string>> {
+  const created = await cli(['keys', 'create', '--account', DEMO_ACCOUNT_ID, '--name', name, '--json'], env);
+  return { authorization: `Bearer ${JSON.parse(created.stdout).key}` };
+}
+
+/** Runs `body` with the URL of a fresh PostgreSQL database, dropped afterwards whatever happens. */
+export async function withPostgresDatabase<T>(body: (url: string) => Promise<T>): Promise<T> {
+  const name = `safety_bench_${process.pid}`;
+  const admin = new pg.Client({ connectionString: settings.pgAdminUrl });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+    const url = new URL(settings.pgAdminUrl);
+    url.pathname = `/${name}`;
+    return await body(url.toString());
+  } finally {
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await admin.end();
+  }
+}

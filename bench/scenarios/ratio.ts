@@ -1,0 +1,111 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { type Api, nextPort } from '../api.ts';
+import { get } from '../http.ts';
+import { startServer, stop } from '../processes.ts';
+import { addRow, fmt, log, spread } from '../report.ts';
+import { ROOT, settings, WORK } from '../settings.ts';
+import { failures, type LoadResult, load } from '../wrk.ts';
+
+export const PAGE_ONE = '/api/v1/public/incidents?limit=50';
+
+/**
+ * Below this share of one core, the bare server was not the limit of its own run: wrk or the
+ * neighbours on the machine were, and a ratio against it is not a measure of the API (the bare
+ * figure is too low, so the ratio is usually too high).
+ */
+const CPU_BOUND_PERCENT = 90;
+
+/**
+ * Page-1 throughput of the API against a bare node:http server answering the same bytes and
+ * headers (bench/bare-server.ts), alternately, `settings.rounds` rounds each, so that both see the
+ * same machine. Best round and spread of each; the server CPU time per request beside the ratio
+ * (what the code costs, which the neighbours' load moves much less than the throughput); and the
+ * bare server's CPU use, which says whether it, not the load generator or the machine, set its pace.
+ * `ratioTarget`: the issue's >= 50% applies (embedded SQLite); otherwise the ratio is reported.
+ */
+export async function pageOneRatio(label: string, api: Api, ratioTarget: boolean) {
+  const first = await get(api.port, PAGE_ONE, api.auth);
+  if (first.status !== 200) throw new Error(`page 1 answered ${first.status}`);
+  const bodyPath = join(WORK, `page-one-${api.port}.json`);
+  writeFileSync(bodyPath, first.body);
+  const sameHeaders = Object.fromEntries(
+    [
+      'content-type',
+      'etag',
+      'x-ratelimit-limit',
+      'x-ratelimit-remaining',
+      'x-ratelimit-reset',
+      'x-request-id',
+    ].map((name) => [name, first.headers[name] as string]),
+  );
+  const barePort = nextPort();
+  const bare = await startServer(
+    [
+      '--import',
+      'tsx',
+      join(ROOT, 'bench/bare-server.ts'),
+      bodyPath,
+      JSON.stringify(sameHeaders),
+      String(barePort),
+    ],
+    {},
+    async () => (await get(barePort, '/')).status === 200,
+  );
+
+  log(
+    `${label}: page 1, bare node:http and the API alternately, ${settings.seconds} s each, ${settings.rounds} rounds`,
+  );
+  const bareRuns: LoadResult[] = [];
+  const apiRuns: LoadResult[] = [];
+  try {
+    // Unreported warm-up: V8's optimised code, the store's connections and the caches are in place
+    // before the first counted round, so that round one does not measure start-up.
+    await load(bare.pid, barePort, PAGE_ONE, {}, { seconds: 1 });
+    await load(api.pid, api.port, PAGE_ONE, api.auth, { seconds: 1 });
+    for (let round = 0; round < settings.rounds; round += 1) {
+      bareRuns.push(await load(bare.pid, barePort, PAGE_ONE, {}));
+      apiRuns.push(await load(api.pid, api.port, PAGE_ONE, api.auth));
+    }
+  } finally {
+    await stop(bare);
+  }
+
+  const best = (runs: LoadResult[]) => runs.reduce((a, b) => (b.rps > a.rps ? b : a));
+  const bareBest = best(bareRuns);
+  const apiBest = best(apiRuns);
+  const ratio = apiBest.rps / bareBest.rps;
+  const failed = failures([...apiRuns, ...bareRuns]);
+  const bareBound = bareBest.cpuPercent >= CPU_BOUND_PERCENT;
+  const notes = [
+    `rounds: API ${spread(apiRuns.map((r) => r.rps))}, bare ${spread(bareRuns.map((r) => r.rps))}`,
+    ...(bareBound
+      ? []
+      : [
+          `bare server at ${fmt(bareBest.cpuPercent)}% of a core, not CPU-bound: wrk or the machine set the pace; ratio not judged`,
+        ]),
+    ...(failed > 0 ? [`${failed} failed requests!`] : []),
+  ];
+  addRow({
+    measurement: `${label}: page 1 req/s, API vs bare node:http (same bytes, ${first.body.length} B), best of ${settings.rounds}`,
+    result: `${fmt(apiBest.rps)} vs ${fmt(bareBest.rps)} = ${fmt(ratio * 100)}% (${notes.join('; ')})`,
+    target: ratioTarget ? '>= 50%' : 'report',
+    pass: failed > 0 ? false : ratioTarget && bareBound ? ratio >= 0.5 : null,
+  });
+
+  const apiCpu = Math.min(...apiRuns.map((r) => r.cpuUsPerRequest));
+  const bareCpu = Math.min(...bareRuns.map((r) => r.cpuUsPerRequest));
+  addRow({
+    measurement: `${label}: page 1 server CPU per request, API vs bare node:http, least of ${settings.rounds}`,
+    result: `${fmt(apiCpu)} vs ${fmt(bareCpu)} µs = ${fmt(apiCpu / bareCpu, 2)}x (rounds: API ${spread(apiRuns.map((r) => r.cpuUsPerRequest))}, bare ${spread(bareRuns.map((r) => r.cpuUsPerRequest))} µs)`,
+    target: 'report',
+    pass: null,
+  });
+  addRow({
+    measurement: `${label}: server CPU use during the page 1 runs, % of one core`,
+    result: `bare ${spread(bareRuns.map((r) => r.cpuPercent))}%, API ${spread(apiRuns.map((r) => r.cpuPercent))}%`,
+    target: `bare >= ${CPU_BOUND_PERCENT}% (CPU-bound)`,
+    pass: bareBound,
+  });
+  return { etag: first.headers.etag as string, apiRuns, apiCpuUsPerRequest: apiCpu };
+}

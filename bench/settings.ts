@@ -1,0 +1,41 @@
+import { join } from 'node:path';
+
+/**
+ * The bench's own settings, from BENCH_* environment variables (docs/performance.md lists them).
+ * They configure the load and the data set, not the service: the service reads its settings
+ * through src/config.ts in the processes the bench starts.
+ */
+
+function positiveInteger(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^[1-9]\d*$/.test(raw)) throw new Error(`${name} must be a positive integer (got "${raw}")`);
+  return Number(raw);
+}
+
+export const ROOT = new URL('..', import.meta.url).pathname;
+export const CLI = join(ROOT, 'bin/safety-api.js');
+/** Work files of this run; removed at the end. */
+export const WORK = join(ROOT, '.bench', `run-${process.pid}`);
+
+const incidents = positiveInteger('BENCH_INCIDENTS', 1_000_000);
+
+export const settings = {
+  incidents,
+  pgIncidents: positiveInteger('BENCH_PG_INCIDENTS', Math.min(incidents, 100_000)),
+  /** Length of each load run. */
+  seconds: positiveInteger('BENCH_SECONDS', 10),
+  /** Alternating rounds of the bare server and the API for each page-1 ratio. */
+  rounds: positiveInteger('BENCH_ROUNDS', 2),
+  /** One wrk thread by default: on 2 cores, one core for wrk and one for the server. */
+  threads: positiveInteger('BENCH_THREADS', 1),
+  connections: positiveInteger('BENCH_CONNECTIONS', 50),
+  pin: process.env.BENCH_PIN !== '0',
+  skipPostgres: process.env.BENCH_SKIP_POSTGRES === '1',
+  pgAdminUrl: process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+  redisUrl: process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379',
+};
+
+if (settings.connections < settings.threads) {
+  throw new Error('BENCH_CONNECTIONS must be at least BENCH_THREADS (wrk gives each thread a connection)');
+}
