@@ -12,7 +12,7 @@ import { ApiError, frameworkErrorOptions, registerErrorHandling } from './errors
 import { loggerOptions, requestId } from './logging.ts';
 import oauthPlugin from './oauth/plugin.ts';
 import { registerObservability } from './observability.ts';
-import { ADMIN_PATH } from './paths.ts';
+import { ADMIN_PATH, PUBLIC_API_PATH, WIDER_API_PATH } from './paths.ts';
 import { adminRoutes } from './routes/admin/index.ts';
 import { healthRoutes } from './routes/health.ts';
 import { publicApiRoutes } from './routes/public/index.ts';
@@ -120,9 +120,9 @@ export async function buildApp(
   registerObservability(app);
 
   await app.register(healthRoutes);
-  await app.register(publicApiRoutes, { prefix: '/api/v1/public' });
+  await app.register(publicApiRoutes, { prefix: PUBLIC_API_PATH });
   await app.register(adminRoutes, { prefix: ADMIN_PATH });
   await app.register(oauthPlugin);
-  await app.register(widerApiRoutes, { prefix: '/api/v1' });
+  await app.register(widerApiRoutes, { prefix: WIDER_API_PATH });
   return app;
 }

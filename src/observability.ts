@@ -123,12 +123,24 @@ function openApiDocument(baseUrl: string, routes: DocumentedRoute[]): unknown {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const { method, url, schema } of routes) {
     const path = url.replace(/:(\w+)/g, '{$1}');
-    const parameters = [...url.matchAll(/:(\w+)/g)].map((m) => ({
-      name: m[1],
-      in: 'path',
-      required: true,
-      schema: { type: 'string' },
-    }));
+    const query = (
+      schema.querystring as { properties?: Record<string, { description?: string }> } | undefined
+    )?.properties;
+    const parameters = [
+      ...[...url.matchAll(/:(\w+)/g)].map((m) => ({
+        name: m[1],
+        in: 'path',
+        required: true,
+        schema: { type: 'string' },
+      })),
+      ...Object.entries(query ?? {}).map(([name, property]) => ({
+        name,
+        in: 'query',
+        required: false,
+        description: property.description,
+        schema: { type: 'string' },
+      })),
+    ];
     const responses = Object.fromEntries(
       Object.entries(schema.response as Record<string, unknown>).map(([status, body]) => [
         status,

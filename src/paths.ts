@@ -24,6 +24,10 @@ export const PROJECT_ROOT = findProjectRoot(dirname(fileURLToPath(import.meta.ur
 /** The OAuth 2 authorization server; its issuer is `BASE_URL` + this (DESIGN: OAuth 2). */
 export const OAUTH_PATH = '/integration/v1/oauth2';
 
+/** The public API (API keys) and the wider API (OAuth 2 access tokens). */
+export const PUBLIC_API_PATH = '/api/v1/public';
+export const WIDER_API_PATH = '/api/v1';
+
 /** Where the admin panel is mounted; its session cookie is scoped to it. */
 export const ADMIN_PATH = '/admin';
 export const SIGN_IN_PATH = `${ADMIN_PATH}/sign-in`;

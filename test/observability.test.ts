@@ -72,6 +72,18 @@ describe('operational endpoints', () => {
       required: true,
       schema: { type: 'string' },
     });
+    assert.deepEqual(
+      doc.paths['/api/v1/public/incidents'].get.parameters.map(
+        (p: { name: string; in: string }) => `${p.in}:${p.name}`,
+      ),
+      ['query:page', 'query:limit'],
+    );
+    assert.deepEqual(
+      doc.paths['/api/v1/incidents'].get.parameters.map(
+        (p: { name: string; in: string }) => `${p.in}:${p.name}`,
+      ),
+      ['query:_start', 'query:_limit'],
+    );
     assert.ok(doc.paths['/api/v1/public/users'].get.responses['429']);
     assert.deepEqual(doc.paths['/api/v1/public/users'].get.security, [{ apiKey: [] }]);
   });

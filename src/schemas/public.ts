@@ -12,7 +12,8 @@ import type { IncidentRow } from '../db/repositories/incidents.ts';
  * a request: the schema types the parameter, and the route normalizes it as the contract says (the
  * public lists fall back to defaults, never a 400; the wider API's 400 names the parameter).
  */
-export const QueryParameter = Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())]));
+export const queryParameter = (description: string) =>
+  Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())], { description }));
 
 const nullable = <T extends ReturnType<typeof Type.String> | ReturnType<typeof Type.Integer>>(schema: T) =>
   Type.Union([schema, Type.Null()]);

@@ -44,11 +44,11 @@ export async function adminSignInRoutes(app: FastifyInstance): Promise<void> {
     const email = formField(request.body, 'email').trim();
     const password = formField(request.body, 'password');
     const token = request.cookies[SIGN_IN_COOKIE];
-    if (!csrfTokenMatches(token, formField(request.body, CSRF_FIELD))) {
+    if (token === undefined || !csrfTokenMatches(token, formField(request.body, CSRF_FIELD))) {
       return sendPage(reply, 403, csrfFailurePage());
     }
     const again = (status: number, error: string) =>
-      sendPage(reply, status, signInPage({ csrfToken: token as string, email, error }));
+      sendPage(reply, status, signInPage({ csrfToken: token, email, error }));
     if (email === '' || password === '') return again(400, 'Enter your email and password.');
 
     const result = await app.signIn.attempt(app.db, { email, password, address: request.ip });

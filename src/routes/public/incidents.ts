@@ -5,7 +5,7 @@ import {
   IncidentPaginationSchema,
   IncidentSchema,
   publicErrorResponses,
-  QueryParameter,
+  queryParameter,
   success,
 } from '../../schemas/public.ts';
 import { incidentService } from '../../services/incident-service.ts';
@@ -32,7 +32,12 @@ export const incidentRoutes: PublicRoutes = async (app, { respond }) => {
     {
       schema: {
         summary: 'List incidents, newest first',
-        querystring: Type.Object({ page: QueryParameter, limit: QueryParameter }),
+        querystring: Type.Object({
+          page: queryParameter('Page number, from 1 (default 1); anything else falls back to 1'),
+          limit: queryParameter(
+            'Incidents per page, 1 to 200 (default 50); above 200 means 200, anything else 50',
+          ),
+        }),
         response: {
           200: success(
             Type.Object({ data: Type.Array(IncidentSchema), pagination: IncidentPaginationSchema }),

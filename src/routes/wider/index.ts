@@ -31,10 +31,9 @@ function unauthorized(message: string, tokenGiven: boolean): ApiError {
 }
 
 async function authenticateAccessToken(request: FastifyRequest): Promise<void> {
-  const match = BEARER.exec(request.headers.authorization ?? '');
-  if (match === null)
+  const token = BEARER.exec(request.headers.authorization ?? '')?.[1];
+  if (token === undefined)
     throw unauthorized('An OAuth 2 access token is required: send "Authorization: Bearer <token>".', false);
-  const token = match[1] as string;
   if (token.startsWith('svc_')) {
     throw unauthorized('API keys are not accepted here: this API takes OAuth 2 access tokens.', true);
   }

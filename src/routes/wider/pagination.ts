@@ -1,6 +1,6 @@
 import { type Static, Type } from 'typebox';
 import { ApiError } from '../../errors.ts';
-import { QueryParameter } from '../../schemas/public.ts';
+import { queryParameter } from '../../schemas/public.ts';
 
 /** The wider API's paging convention: `_start` (offset, default 0) and `_limit` (default 20, at most 100). */
 
@@ -13,7 +13,10 @@ export interface PageRequest {
 }
 
 /** Typed as the parser hands them over; `parsePageRequest`, not validation, refuses a bad one. */
-export const PageQuerySchema = Type.Object({ _start: QueryParameter, _limit: QueryParameter });
+export const PageQuerySchema = Type.Object({
+  _start: queryParameter('Offset of the first record, a whole number from 0 (default 0)'),
+  _limit: queryParameter('Records per page, a whole number from 1 (default 20); above 100 means 100'),
+});
 type PageQuery = Static<typeof PageQuerySchema>;
 
 export const PaginationSchema = Type.Object({
