@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { Counter } from 'prom-client';
+import { Lru } from '../lib/lru.ts';
 import {
   type RateLimiterAbstract,
   RateLimiterMemory,
@@ -68,6 +69,9 @@ export class PublicRateLimiter {
   /** The insurance count, used directly while Redis is suspect; `null` without Redis. */
   private readonly fallback: CountedFallbackLimiter | null;
   private redisSuspectUntil = 0;
+  /** Window ends as first seen, per key (see `stableEnd`); bounded like the key rows. */
+  private readonly windowEnds = new Lru<string, number>(10_000);
+  private readonly sameWindowMs: number;
   /** Requests counted per instance because Redis failed or timed out; `/metrics` registers it. */
   readonly fallbackCounter = new Counter({
     name: 'rate_limiter_fallback_total',
@@ -85,6 +89,7 @@ export class PublicRateLimiter {
     keyPrefix = 'safety-api:rl',
     private readonly windowSeconds = WINDOW_SECONDS,
   ) {
+    this.sameWindowMs = Math.min(1000, (windowSeconds * 1000) / 2);
     if (redis === null) {
       this.fallback = null;
       this.shared = new RateLimiterMemory({ keyPrefix, points: UNBOUNDED_POINTS, duration: windowSeconds });
@@ -118,16 +123,31 @@ export class PublicRateLimiter {
   /** Counts one request of `keyId`; a refused request is not counted. */
   async consume(keyId: string, allowance: number): Promise<RateLimitWindow> {
     const res = (await this.limiter.consume(keyId, 1)) as RateLimiterRes;
-    const msBeforeNext = Math.max(res.msBeforeNext, 0);
+    const now = Date.now();
+    const endsAtMs = this.stableEnd(keyId, now + Math.max(res.msBeforeNext, 0));
     const window = {
       allowed: res.consumedPoints <= allowance,
-      endsAtMs: Date.now() + msBeforeNext,
+      endsAtMs,
       remaining: Math.max(allowance - res.consumedPoints, 0),
-      resetEpochSeconds: Math.ceil((Date.now() + msBeforeNext) / 1000),
-      retryAfterSeconds: Math.max(Math.ceil(msBeforeNext / 1000), 1),
+      resetEpochSeconds: Math.ceil(endsAtMs / 1000),
+      retryAfterSeconds: Math.max(Math.ceil((endsAtMs - now) / 1000), 1),
     };
     if (!window.allowed) await this.refund(keyId, window);
     return window;
+  }
+
+  /**
+   * The end of `keyId`'s window as first seen here. Each count measures it anew as "now + the time
+   * left", which moves by the milliseconds between the store's clock reading and ours (more under
+   * load or through Redis); rounded up to whole seconds, such a wobble across a second boundary
+   * would change X-RateLimit-Reset within one window. A measurement this close to the known end is
+   * the same window; a later window ends at least a whole window later.
+   */
+  private stableEnd(keyId: string, measuredMs: number): number {
+    const known = this.windowEnds.get(keyId);
+    if (known !== undefined && Math.abs(known - measuredMs) < this.sameWindowMs) return known;
+    this.windowEnds.set(keyId, measuredMs);
+    return measuredMs;
   }
 
   /**
