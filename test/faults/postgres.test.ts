@@ -28,6 +28,22 @@ function assertUnavailable(res: { statusCode: number; headers: Record<string, un
   assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `${what}: Retry-After`);
 }
 
+/** Once the store is back: exactly one warn line for the outage and one info line for the recovery. */
+async function assertOneOutageLogged(ctx: FaultContext, linesBefore: number): Promise<void> {
+  assert.ok(
+    await eventually(async () => ctx.lines.slice(linesBefore).some((l) => l.level === 'info')),
+    'the recovery is logged',
+  );
+  const outage = ctx.lines.slice(linesBefore);
+  assert.deepEqual(
+    outage.map((l) => l.level),
+    ['warn', 'info'],
+    `one line down, one line up: ${JSON.stringify(outage)}`,
+  );
+  assert.match(outage[0]?.message ?? '', /unavailable/);
+  assert.match(outage[1]?.message ?? '', /available again/);
+}
+
 /** Repeats `attempt` until it returns true (at most ~`ms`). */
 async function eventually(attempt: () => Promise<boolean>, ms = 10_000): Promise<boolean> {
   const until = Date.now() + ms;
@@ -140,16 +156,7 @@ if (STORES.includes('postgres')) {
 
       // `select 1` answers all along, but the outage lasts while requests fail: one line each way,
       // not a down and an up line per probe.
-      assert.ok(
-        await eventually(async () => ctx.lines.slice(linesBefore).some((l) => l.level === 'info')),
-        'the recovery is logged',
-      );
-      const outage = ctx.lines.slice(linesBefore);
-      assert.deepEqual(
-        outage.map((l) => l.level),
-        ['warn', 'info'],
-        `one line down, one line up: ${JSON.stringify(outage)}`,
-      );
+      await assertOneOutageLogged(ctx, linesBefore);
     });
   });
 
@@ -248,18 +255,7 @@ if (STORES.includes('postgres')) {
       assert.equal((await adminGet()).statusCode, 200);
       assert.equal((await tokenPost()).statusCode, 200);
 
-      assert.ok(
-        await eventually(async () => ctx.lines.slice(linesBefore).some((l) => l.level === 'info')),
-        'the recovery is logged',
-      );
-      const outage = ctx.lines.slice(linesBefore);
-      assert.deepEqual(
-        outage.map((l) => l.level),
-        ['warn', 'info'],
-        `one line down, one line up: ${JSON.stringify(outage)}`,
-      );
-      assert.match(outage[0]?.message ?? '', /unavailable/);
-      assert.match(outage[1]?.message ?? '', /available again/);
+      await assertOneOutageLogged(ctx, linesBefore);
     });
   });
 }
