@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { openDatabase } from '../src/db/database.ts';
+import { openDatabase, type Store } from '../src/db/database.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
 import { freePort, sleep, startRedis } from './faults/harness.ts';
 import {
@@ -151,6 +151,21 @@ function startSignInPost(connection: RawConnection): { finish(pipelined?: string
   return { finish: (pipelined = '') => connection.socket.write(SIGN_IN_BODY.slice(1) + pipelined) };
 }
 
+/** A fresh, migrated database of `store` with one account and one key of it. */
+async function seededDatabase(
+  store: Store,
+  account: Parameters<typeof seedAccount>[1] = {},
+): Promise<{ database: TestDatabase; key: { id: string; rawKey: string } }> {
+  const database = await createTestDatabase(store);
+  const handle = openDatabase(database.url);
+  try {
+    await migrateToLatest(handle.db);
+    return { database, key: await seedKey(handle.db, await seedAccount(handle.db, account)) };
+  } finally {
+    await handle.destroy();
+  }
+}
+
 const UNAVAILABLE = { error: true, message: 'Service temporarily unavailable' };
 const DEADLINE_LINE = /shutdown did not finish in time/;
 
@@ -161,12 +176,7 @@ for (const store of STORES) {
     let key: { id: string; rawKey: string };
 
     before(async () => {
-      database = await createTestDatabase(store);
-      const handle = openDatabase(database.url);
-      await migrateToLatest(handle.db);
-      const accountId = await seedAccount(handle.db, { rate_limit_per_hour: 6 });
-      key = await seedKey(handle.db, accountId);
-      await handle.destroy();
+      ({ database, key } = await seededDatabase(store, { rate_limit_per_hour: 6 }));
       const env = { DATABASE_URL: database.url, REDIS_URL };
       servers = await Promise.all([startServer(env), startServer(env)]);
     });
@@ -223,11 +233,7 @@ for (const store of STORES) {
     let key: { id: string; rawKey: string };
 
     before(async () => {
-      database = await createTestDatabase(store);
-      const handle = openDatabase(database.url);
-      await migrateToLatest(handle.db);
-      key = await seedKey(handle.db, await seedAccount(handle.db));
-      await handle.destroy();
+      ({ database, key } = await seededDatabase(store));
     });
     after(() => database.drop());
 
@@ -306,11 +312,7 @@ describe('shutdown deadline and hung stores', () => {
   const store = STORES.includes('postgres') ? 'postgres' : 'sqlite';
 
   before(async () => {
-    database = await createTestDatabase(store);
-    const handle = openDatabase(database.url);
-    await migrateToLatest(handle.db);
-    key = await seedKey(handle.db, await seedAccount(handle.db));
-    await handle.destroy();
+    ({ database, key } = await seededDatabase(store));
   });
   after(() => database.drop());
 
