@@ -10,6 +10,8 @@ import type { DestinationStream } from 'pino';
 import { buildApp } from '../src/app.ts';
 import { type Config, loadConfig } from '../src/config.ts';
 import type { Store } from '../src/db/database.ts';
+import { accountRepository } from '../src/db/repositories/accounts.ts';
+import { type IncidentInput, incidentRepository } from '../src/db/repositories/incidents.ts';
 import type { Database } from '../src/db/schema.ts';
 import { apiKeyService } from '../src/services/api-key-service.ts';
 import { openServices, type Services } from '../src/services/index.ts';
@@ -128,6 +130,42 @@ export async function seedKey(
     actor: 'test',
   });
   return { id: key.id, rawKey };
+}
+
+/**
+ * Inserts `count` incidents one minute apart from 2025-01-01 (oldest first), re-derives the paging
+ * order and records the account's count, as an import does. `fields` overrides the columns of the
+ * i-th incident; by default it is `INC-2025-<i+1>`, open, likelihood 2 and impact 3 (score 6).
+ */
+export async function seedIncidents(
+  db: Kysely<Database>,
+  accountId: string,
+  count: number,
+  fields: (i: number) => Partial<IncidentInput> = () => ({}),
+): Promise<IncidentInput[]> {
+  const start = Date.UTC(2025, 0, 1);
+  const rows = Array.from({ length: count }, (_, i) => ({
+    id: randomUUID(),
+    account_id: accountId,
+    incident_number: `INC-2025-${i + 1}`,
+    description: null,
+    status: 'open',
+    severity_likelihood: 2,
+    severity_impact: 3,
+    location: null,
+    incident_date: null,
+    created_at: new Date(start + i * 60_000).toISOString(),
+    updated_at: new Date(start + i * 60_000).toISOString(),
+    ...fields(i),
+  }));
+  for (let i = 0; i < rows.length; i += 200) await incidentRepository.upsertMany(db, rows.slice(i, i + 200));
+  await incidentRepository.rerank(db, accountId, null);
+  await accountRepository.recordIncidentChange(
+    db,
+    accountId,
+    await incidentRepository.countForAccount(db, accountId),
+  );
+  return rows;
 }
 
 /** A log destination that keeps every line, parsed, for a test to read. */

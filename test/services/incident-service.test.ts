@@ -1,12 +1,9 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { type DatabaseHandle, openDatabase } from '../../src/db/database.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
-import { accountRepository } from '../../src/db/repositories/accounts.ts';
-import { incidentRepository } from '../../src/db/repositories/incidents.ts';
 import { incidentService } from '../../src/services/incident-service.ts';
-import { createTestDatabase, STORES, seedAccount, type TestDatabase } from '../helpers.ts';
+import { createTestDatabase, STORES, seedAccount, seedIncidents, type TestDatabase } from '../helpers.ts';
 
 const INCIDENTS = 7;
 
@@ -27,23 +24,9 @@ for (const store of STORES) {
       const { db } = handle;
       accountId = await seedAccount(db);
       otherAccountId = await seedAccount(db);
-      const start = Date.UTC(2025, 0, 1);
-      const rows = Array.from({ length: INCIDENTS }, (_, i) => ({
-        id: randomUUID(),
-        account_id: accountId,
-        incident_number: `INC-2025-${i + 1}`,
-        description: null,
-        status: 'open',
+      const rows = await seedIncidents(db, accountId, INCIDENTS, (i) => ({
         severity_likelihood: i % 2 === 0 ? 2 : null,
-        severity_impact: 3,
-        location: null,
-        incident_date: null,
-        created_at: new Date(start + i * 60_000).toISOString(),
-        updated_at: new Date(start + i * 60_000).toISOString(),
       }));
-      await incidentRepository.upsertMany(db, rows);
-      await incidentRepository.rerank(db, accountId, null);
-      await accountRepository.recordIncidentChange(db, accountId, INCIDENTS);
       newestFirst = rows.map((row) => row.id).reverse();
     });
     after(async () => {

@@ -1,41 +1,26 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import type { Kysely } from 'kysely';
-import { accountRepository } from '../../../src/db/repositories/accounts.ts';
-import { incidentRepository } from '../../../src/db/repositories/incidents.ts';
-import type { Database } from '../../../src/db/schema.ts';
-import { bearer, createTestContext, STORES, seedAccount, seedKey, type TestContext } from '../../helpers.ts';
+import {
+  bearer,
+  createTestContext,
+  STORES,
+  seedAccount,
+  seedIncidents,
+  seedKey,
+  type TestContext,
+} from '../../helpers.ts';
 
-/** Inserts `count` incidents one minute apart (oldest first) and re-derives the paging order. */
-async function seedIncidents(
-  db: Kysely<Database>,
-  accountId: string,
-  count: number,
-  start = Date.UTC(2025, 0, 1),
-) {
-  const rows = Array.from({ length: count }, (_, i) => ({
-    id: randomUUID(),
-    account_id: accountId,
-    incident_number: `INC-2025-${String(i + 1).padStart(4, '0')}`,
-    description: `Incident ${i + 1}`,
-    status: i % 2 === 0 ? 'open' : 'closed',
-    severity_likelihood: i % 5 === 0 ? null : (i % 5) + 1,
-    severity_impact: (i % 4) + 1,
-    location: 'Plant A',
-    incident_date: '2025-01-01',
-    created_at: new Date(start + i * 60_000).toISOString(),
-    updated_at: new Date(start + i * 60_000).toISOString(),
-  }));
-  for (let i = 0; i < rows.length; i += 200) await incidentRepository.upsertMany(db, rows.slice(i, i + 200));
-  await incidentRepository.rerank(db, accountId, null);
-  await accountRepository.recordIncidentChange(
-    db,
-    accountId,
-    await incidentRepository.countForAccount(db, accountId),
-  );
-  return rows;
-}
+/** Incidents with every optional field set and varied, so the lists show all their shapes. */
+const publicFields = (i: number) => ({
+  incident_number: `INC-2025-${String(i + 1).padStart(4, '0')}`,
+  description: `Incident ${i + 1}`,
+  status: i % 2 === 0 ? 'open' : 'closed',
+  severity_likelihood: i % 5 === 0 ? null : (i % 5) + 1,
+  severity_impact: (i % 4) + 1,
+  location: 'Plant A',
+  incident_date: '2025-01-01',
+});
 
 for (const store of STORES) {
   describe(`incidents (${store})`, () => {
@@ -47,10 +32,10 @@ for (const store of STORES) {
     before(async () => {
       ctx = await createTestContext(store);
       const accountId = await seedAccount(ctx.db);
-      rows = await seedIncidents(ctx.db, accountId, 120);
+      rows = await seedIncidents(ctx.db, accountId, 120, publicFields);
       ({ rawKey } = await seedKey(ctx.db, accountId));
       const other = await seedAccount(ctx.db);
-      otherAccountIncident = (await seedIncidents(ctx.db, other, 1))[0]!.id;
+      otherAccountIncident = (await seedIncidents(ctx.db, other, 1, publicFields))[0]!.id;
     });
     after(() => ctx.close());
 

@@ -1,10 +1,7 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import * as oidc from 'openid-client';
-import { accountRepository } from '../../../src/db/repositories/accounts.ts';
-import { incidentRepository } from '../../../src/db/repositories/incidents.ts';
-import { STORES, seedAccount } from '../../helpers.ts';
+import { STORES, seedAccount, seedIncidents } from '../../helpers.ts';
 import { discover, type OauthServer, seedClient, seedUser, startOauthServer } from '../../oauth/harness.ts';
 
 const INCIDENTS = 45;
@@ -23,23 +20,7 @@ for (const store of STORES) {
       await seedUser(db, accountId, { name: 'Zed' });
       await seedUser(db, accountId, { name: 'ann' });
       await seedUser(db, accountId, { name: 'Gone', active: 0 });
-      const start = Date.UTC(2025, 0, 1);
-      const rows = Array.from({ length: INCIDENTS }, (_, i) => ({
-        id: randomUUID(),
-        account_id: accountId,
-        incident_number: `INC-2025-${i + 1}`,
-        description: null,
-        status: 'open',
-        severity_likelihood: 2,
-        severity_impact: 3,
-        location: null,
-        incident_date: null,
-        created_at: new Date(start + i * 60_000).toISOString(),
-        updated_at: new Date(start + i * 60_000).toISOString(),
-      }));
-      await incidentRepository.upsertMany(db, rows);
-      await incidentRepository.rerank(db, accountId, null);
-      await accountRepository.recordIncidentChange(db, accountId, INCIDENTS);
+      const rows = await seedIncidents(db, accountId, INCIDENTS);
       incidentIds = rows.map((r) => r.id).reverse();
 
       const client = await seedClient(db, accountId);
