@@ -29,6 +29,11 @@ export interface Config {
   metricsPort: number | null;
   /** Address that listener binds (METRICS_HOST): loopback unless the operator says otherwise. */
   metricsHost: string;
+  /**
+   * Days a deletion stays in the changes feed, and a feed cursor stays valid
+   * (CHANGES_RETENTION_DAYS, default 400; fractions allowed, so tests can use seconds).
+   */
+  changesRetentionDays: number;
 }
 
 export class ConfigError extends Error {
@@ -83,6 +88,18 @@ function parseUrl(name: string, raw: string, protocols: string[], problems: stri
     problems.push(`${name} must start with ${protocols.map((p) => `${p}//`).join(' or ')} (got "${raw}")`);
   }
   return raw;
+}
+
+export const DEFAULT_CHANGES_RETENTION_DAYS = 400;
+
+function parseRetentionDays(raw: string | undefined, problems: string[]): number {
+  if (raw === undefined || raw === '') return DEFAULT_CHANGES_RETENTION_DAYS;
+  const days = /^\d{1,6}(\.\d{1,9})?$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!(days > 0)) {
+    problems.push(`CHANGES_RETENTION_DAYS must be a number of days above 0, e.g. 400 (got "${raw}")`);
+    return DEFAULT_CHANGES_RETENTION_DAYS;
+  }
+  return days;
 }
 
 function parseDatabaseUrl(raw: string | undefined, problems: string[]): string {
@@ -175,6 +192,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const oauthJwks = parseOauthJwks(env.OAUTH_JWKS, problems);
   const oauthCookieKeys = parseOauthCookieKeys(env.OAUTH_COOKIE_KEYS, problems);
   const trustProxy = parseTrustProxy(env.TRUST_PROXY, problems);
+  const changesRetentionDays = parseRetentionDays(env.CHANGES_RETENTION_DAYS, problems);
 
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   return {
@@ -189,5 +207,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustProxy,
     metricsPort,
     metricsHost,
+    changesRetentionDays,
   };
 }

@@ -4,6 +4,7 @@ import * as adminSessions from './migrations/0002_admin_sessions.ts';
 import * as oauth from './migrations/0003_oauth.ts';
 import * as dropIncidentsCreatedIndex from './migrations/0004_drop_incidents_created_index.ts';
 import * as oauthHashedIds from './migrations/0005_oauth_hashed_ids.ts';
+import * as changes from './migrations/0006_changes.ts';
 import type { Database } from './schema.ts';
 
 /**
@@ -16,6 +17,7 @@ export const migrations: Record<string, Migration> = {
   '0003_oauth': oauth,
   '0004_drop_incidents_created_index': dropIncidentsCreatedIndex,
   '0005_oauth_hashed_ids': oauthHashedIds,
+  '0006_changes': changes,
 };
 
 /** Applies pending migrations; throws with the failing migration's name and cause. */

@@ -8,6 +8,15 @@ import type { ColumnType, Generated } from 'kysely';
 
 type Flag = ColumnType<number, number | undefined, number>;
 
+/**
+ * Where a public record's latest change sits in its account's changes feed: the seq the writer
+ * gave it (after the account's `data_version`) and when.
+ */
+interface ChangeColumns {
+  change_seq: ColumnType<number, number | undefined, number>;
+  changed_at: ColumnType<string, string | undefined, string>;
+}
+
 export interface AccountsTable {
   id: string;
   name: string;
@@ -15,13 +24,19 @@ export interface AccountsTable {
   rate_limit_per_hour: ColumnType<number, number | undefined, number>;
   /** Number of incidents, maintained by imports so that `total` never costs a COUNT(*). */
   incident_count: ColumnType<number, number | undefined, number>;
-  /** Bumped by every change to the account's incidents; part of response cache keys and ETags. */
+  /**
+   * The seq of the account's last change: every writer of its public data numbers its changes
+   * after it and moves it on in the same transaction. Part of response cache keys and ETags, and
+   * the head of the changes feed.
+   */
   data_version: ColumnType<number, number | undefined, number>;
+  /** The last seq of a tombstone purged after CHANGES_RETENTION_DAYS: a cursor below it is expired. */
+  changes_purged_seq: ColumnType<number, number | undefined, number>;
   created_at: string;
   updated_at: string;
 }
 
-export interface DepartmentsTable {
+export interface DepartmentsTable extends ChangeColumns {
   id: string;
   account_id: string;
   name: string;
@@ -31,7 +46,7 @@ export interface DepartmentsTable {
 
 export type LocationsTable = DepartmentsTable;
 
-export interface UsersTable {
+export interface UsersTable extends ChangeColumns {
   id: string;
   account_id: string;
   name: string;
@@ -45,7 +60,7 @@ export interface UsersTable {
   created_at: string;
 }
 
-export interface IncidentsTable {
+export interface IncidentsTable extends ChangeColumns {
   id: string;
   account_id: string;
   incident_number: string;
@@ -58,10 +73,24 @@ export interface IncidentsTable {
   created_at: string;
   updated_at: string;
   /**
-   * 1-based rank of the incident in its account by (created_at, id) ascending. The newest incident
-   * has position = incident_count, so any page is a range lookup on (account_id, position).
+   * The incident's place in its account's (created_at, id) order, ascending from 1. Positions are
+   * dense except where deletions left holes, which `incident_blocks` counts per block, so any page
+   * is a range lookup on (account_id, position) (docs/architecture.md).
    */
   position: ColumnType<number, number | undefined, number>;
+}
+
+/** A deleted incident, kept in the changes feed for CHANGES_RETENTION_DAYS. */
+export interface IncidentTombstonesTable extends ChangeColumns {
+  id: string;
+  account_id: string;
+}
+
+/** A block of incident positions that lost rows to deletions, and how many it still holds. */
+export interface IncidentBlocksTable {
+  account_id: string;
+  block: number;
+  live: number;
 }
 
 export interface ApiKeysTable {
@@ -133,8 +162,9 @@ export interface OauthPayloadsTable {
   consumed_at: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
-export interface OauthKeysTable {
-  /** `jwks` (token signing keys) or `cookie_keys`. */
+/** Secrets the service generates once and shares between instances through the database. */
+export interface GeneratedSecretsTable {
+  /** `jwks` (OAuth token signing keys), `cookie_keys` (OAuth cookies) or `changes_cursor`. */
   kind: string;
   /** JSON text. */
   value: string;
@@ -147,10 +177,12 @@ export interface Database {
   locations: LocationsTable;
   users: UsersTable;
   incidents: IncidentsTable;
+  incident_tombstones: IncidentTombstonesTable;
+  incident_blocks: IncidentBlocksTable;
   api_keys: ApiKeysTable;
   api_key_events: ApiKeyEventsTable;
   admin_sessions: AdminSessionsTable;
   oauth_clients: OauthClientsTable;
   oauth_payloads: OauthPayloadsTable;
-  oauth_keys: OauthKeysTable;
+  generated_secrets: GeneratedSecretsTable;
 }

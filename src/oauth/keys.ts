@@ -2,8 +2,8 @@ import { generateKeyPairSync, randomBytes, randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { JWK } from 'oidc-provider';
 import type { Config } from '../config.ts';
-import { oauthKeyRepository } from '../db/repositories/oauth-keys.ts';
 import type { Database } from '../db/schema.ts';
+import { storedOrGenerated } from '../services/generated-secrets.ts';
 
 /**
  * Token signing keys and cookie keys. Configuration wins; otherwise the first instance to start
@@ -25,19 +25,6 @@ function generateJwks(): { keys: JWK[] } {
 
 function generateCookieKeys(): string[] {
   return [randomBytes(32).toString('base64url')];
-}
-
-async function storedOrGenerated<T>(db: Kysely<Database>, kind: string, generate: () => T): Promise<T> {
-  const stored = await oauthKeyRepository.find(db, kind);
-  if (stored !== undefined) return JSON.parse(stored) as T;
-  // Two instances starting together both generate; the first insert wins and both use it.
-  const winner = await oauthKeyRepository.insertOnce(
-    db,
-    kind,
-    JSON.stringify(generate()),
-    new Date().toISOString(),
-  );
-  return JSON.parse(winner) as T;
 }
 
 export async function loadOauthKeys(db: Kysely<Database>, config: Config): Promise<OauthKeys> {

@@ -15,7 +15,7 @@ for (const store of STORES) {
 
     test('generated once, stored, and the same for every later start', async () => {
       // The app generated them when it started; a second start reads the same ones.
-      const stored = await ctx.db.selectFrom('oauth_keys').select('kind').orderBy('kind').execute();
+      const stored = await ctx.db.selectFrom('generated_secrets').select('kind').orderBy('kind').execute();
       assert.deepEqual(
         stored.map((r) => r.kind),
         ['cookie_keys', 'jwks'],

@@ -1,8 +1,11 @@
 import { CompiledQuery, type Kysely, type Selectable, SqliteAdapter, sql } from 'kysely';
 import type { Database, IncidentsTable } from '../schema.ts';
 
-/** An incident as the API shows it: every stored column but its account and paging position. */
-export type IncidentRow = Omit<Selectable<IncidentsTable>, 'account_id' | 'position'>;
+/** An incident as the API shows it: every stored column but its account, paging and feed places. */
+export type IncidentRow = Omit<
+  Selectable<IncidentsTable>,
+  'account_id' | 'position' | 'change_seq' | 'changed_at'
+>;
 
 /** An incident's place in paging order, which is (created_at, id) ascending. */
 export type IncidentKey = Pick<Selectable<IncidentsTable>, 'created_at' | 'id'>;

@@ -4,7 +4,7 @@ import type { Database, DepartmentsTable } from '../schema.ts';
 /** Departments and locations share one shape (`LocationsTable` is `DepartmentsTable`) and one set of queries. */
 export type NamedResourceTable = 'departments' | 'locations';
 
-export type NamedResourceInput = Selectable<DepartmentsTable>;
+export type NamedResourceInput = Omit<Selectable<DepartmentsTable>, 'change_seq' | 'changed_at'>;
 
 /** A department or location as the API shows it. */
 export type NamedResourceRow = Pick<NamedResourceInput, 'id' | 'name' | 'created_at'>;

@@ -7,10 +7,10 @@ const PUBLIC_COLUMNS = ['id', 'name', 'email', 'role', 'department', 'job_title'
 export type UserRow = Pick<Selectable<UsersTable>, (typeof PUBLIC_COLUMNS)[number]>;
 
 /** What an import writes: a password is only ever set by `users set-password`. */
-export type UserInput = Omit<Selectable<UsersTable>, 'password_hash'>;
+export type UserInput = Omit<Selectable<UsersTable>, 'password_hash' | 'change_seq' | 'changed_at'>;
 
-/** Every column: what sign-in and the admin panel check about a person. */
-export type UserAccountRow = Selectable<UsersTable>;
+/** What sign-in and the admin panel check about a person. */
+export type UserAccountRow = Omit<Selectable<UsersTable>, 'change_seq' | 'changed_at'>;
 
 export const userRepository = {
   /** Users the public API shows: active and not vendor support, by name case-insensitively, then id. */
