@@ -12,6 +12,7 @@ import { importFile } from '../../../src/import/import.ts';
 import { changeCursors } from '../../../src/services/change-cursor.ts';
 import {
   bearer,
+  captureLog,
   createTestContext,
   STORES,
   seedAccount,
@@ -85,9 +86,10 @@ for (const store of STORES) {
     let accountId: string;
     let rawKey: string;
     let base: string;
+    const log = captureLog();
 
     before(async () => {
-      ctx = await createTestContext(store);
+      ctx = await createTestContext(store, { LOG_LEVEL: 'warn' }, { logStream: log.stream });
       await ctx.app.listen({ port: 0, host: '127.0.0.1' });
       base = `http://127.0.0.1:${(ctx.app.server.address() as AddressInfo).port}`;
       accountId = await seedAccount(ctx.db, { rate_limit_per_hour: 100_000 });
@@ -426,6 +428,32 @@ for (const store of STORES) {
           20_002,
         );
       });
+
+      test(
+        'a store failure mid-stream ends the response abruptly, logged once',
+        { skip: store !== 'postgres' },
+        async () => {
+          const { response } = await startExport('incidents.ndjson');
+          // The snapshot's connection is killed once it waits for the client to read on (until
+          // then it may still be reading ahead).
+          const deadline = Date.now() + 5000;
+          for (;;) {
+            const { rows } = await sql`
+              select pg_terminate_backend(pid) from pg_stat_activity
+              where datname = current_database() and state like 'idle in transaction%'`.execute(ctx.db);
+            if (rows.length > 0) break;
+            assert.ok(Date.now() < deadline, 'the snapshot transaction waits');
+            await new Promise((resolve) => setTimeout(resolve, 20));
+          }
+          await assert.rejects(rest(response), /aborted/);
+          const lines = log.lines.filter(
+            (line) => line.msg === 'response terminated with an error with headers already sent',
+          );
+          assert.equal(lines.length, 1);
+          const { response: next, first } = await startExport('incidents.ndjson');
+          assert.equal(parseNdjson(Buffer.concat([first, await rest(next)]).toString('utf8')).length, 20_002);
+        },
+      );
     });
   });
 }
