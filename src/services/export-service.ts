@@ -8,7 +8,13 @@ import { namedResourceRepository } from '../db/repositories/named-resources.ts';
 import { userRepository } from '../db/repositories/users.ts';
 import type { Database } from '../db/schema.ts';
 import { openSnapshot } from '../db/snapshot.ts';
-import { IncidentSchema, NamedResourceSchema, toIncident, UserSchema } from '../schemas/public.ts';
+import {
+  DepartmentSchema,
+  IncidentSchema,
+  LocationSchema,
+  toIncident,
+  UserSchema,
+} from '../schemas/public.ts';
 import { changeCursors } from './change-cursor.ts';
 
 /**
@@ -74,14 +80,14 @@ const SOURCES: Record<ExportResource, ExportSource> = {
       byName((after) => userRepository.listVisibleAfter(db, accountId, after, CHUNK_ROWS)),
   },
   departments: {
-    fields: Object.keys(NamedResourceSchema.properties),
+    fields: Object.keys(DepartmentSchema.properties),
     chunks: (db, accountId) =>
       byName((after) =>
         namedResourceRepository.listActiveAfter(db, 'departments', accountId, after, CHUNK_ROWS),
       ),
   },
   locations: {
-    fields: Object.keys(NamedResourceSchema.properties),
+    fields: Object.keys(LocationSchema.properties),
     chunks: (db, accountId) =>
       byName((after) =>
         namedResourceRepository.listActiveAfter(db, 'locations', accountId, after, CHUNK_ROWS),
@@ -102,6 +108,14 @@ function csvLine(values: (string | number | null | undefined)[]): string {
   return `${values.map(csvField).join(',')}\r\n`;
 }
 
+/** Records as lines of the format: NDJSON, or CSV rows of `fields`. */
+function lines(format: ExportFormat, fields: string[], records: Rendered[]): string {
+  let text = '';
+  if (format === 'ndjson') for (const record of records) text += `${JSON.stringify(record)}\n`;
+  else for (const record of records) text += csvLine(fields.map((field) => record[field]));
+  return text;
+}
+
 /** The response body, as text chunks: NDJSON lines, or CSV (RFC 4180, CRLF) after a header row. */
 async function* encode(source: ExportSource, records: AsyncGenerator<Rendered[]>, format: ExportFormat) {
   const { fields } = source;
@@ -111,11 +125,14 @@ async function* encode(source: ExportSource, records: AsyncGenerator<Rendered[]>
     // The first chunk goes out at once; each later one after the event loop has had a turn.
     if (!first) await nextTurn();
     first = false;
-    let text = '';
-    if (format === 'ndjson') for (const record of chunk) text += `${JSON.stringify(record)}\n`;
-    else for (const record of chunk) text += csvLine(fields.map((field) => record[field]));
-    yield text;
+    yield lines(format, fields, chunk);
   }
+}
+
+/** A whole export file of these records, as the endpoint writes it (the document's examples). */
+export function exportFile(resource: ExportResource, format: ExportFormat, records: Rendered[]): string {
+  const { fields } = SOURCES[resource];
+  return (format === 'csv' ? csvLine(fields) : '') + lines(format, fields, records);
 }
 
 export interface Export {

@@ -1,14 +1,34 @@
-import { pipeline, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream';
 import { constants, createGzip } from 'node:zlib';
 import { Type } from 'typebox';
-import { publicErrorResponses } from '../../schemas/public.ts';
-import { EXPORT_FORMATS, EXPORT_RESOURCES, exportService } from '../../services/export-service.ts';
+import { HEADERS, TAGS } from '../../schemas/openapi.ts';
+import {
+  DEPARTMENT_EXAMPLE,
+  INCIDENT_EXAMPLE,
+  LOCATION_EXAMPLE,
+  USER_EXAMPLE,
+} from '../../schemas/public.ts';
+import {
+  EXPORT_FORMATS,
+  EXPORT_RESOURCES,
+  exportFile,
+  exportService,
+} from '../../services/export-service.ts';
 import type { PublicRoutes } from './response-cache.ts';
 
 const CONTENT_TYPES = {
   ndjson: 'application/x-ndjson; charset=utf-8',
   csv: 'text/csv; charset=utf-8',
 } as const;
+
+const capitalized = (word: string) => `${word[0]?.toUpperCase()}${word.slice(1)}`;
+
+const EXAMPLES = {
+  incidents: INCIDENT_EXAMPLE,
+  users: USER_EXAMPLE,
+  departments: DEPARTMENT_EXAMPLE,
+  locations: LOCATION_EXAMPLE,
+};
 
 /**
  * Level 1: an export is large and streamed once, and repetitive enough (the same keys and values on
@@ -46,17 +66,29 @@ export const exportRoutes: PublicRoutes = async (app) => {
         `/exports/${file}`,
         {
           schema: {
-            summary: `Export every ${resource === 'incidents' ? 'incident' : `active ${resource.slice(0, -1)}`} as ${format === 'csv' ? 'CSV' : 'NDJSON'}, from one snapshot`,
-            response: {
-              // A stream, never serialized: its bytes are the file.
-              200: Type.Unsafe<Readable>({
-                type: 'string',
-                description:
-                  format === 'csv'
-                    ? 'RFC 4180 CSV (UTF-8, CRLF): a header row of the field names, then one row per record; null is an empty field'
-                    : 'One JSON object per record and line (LF)',
-              }),
-              ...publicErrorResponses,
+            operationId: `export${capitalized(resource)}${format === 'csv' ? 'Csv' : 'Ndjson'}`,
+            tags: [TAGS.exports.name],
+            summary: `Every ${resource === 'incidents' ? 'incident' : `active ${resource.slice(0, -1)}`} as ${format === 'csv' ? 'CSV' : 'NDJSON'}, from one snapshot`,
+            description:
+              "The whole current set in one streamed response, in the list endpoint's order and field names, counted as one request. `X-Changes-Cursor` is the changes-feed position of the snapshot: continue with `/changes?cursor=…` and lose nothing. Compressed with gzip when `Accept-Encoding` allows it.",
+          },
+          config: {
+            openapi: {
+              responses: {
+                200: {
+                  description:
+                    format === 'csv'
+                      ? 'RFC 4180 CSV (UTF-8, CRLF): a header row of the field names, then one row per record; null is an empty field'
+                      : 'One JSON object per record and line (LF), as the list endpoint renders it',
+                  headers: [HEADERS.changesCursor],
+                  content: {
+                    [CONTENT_TYPES[format].split(';')[0] as string]: {
+                      schema: Type.String(),
+                      example: exportFile(resource, format, [EXAMPLES[resource]]),
+                    },
+                  },
+                },
+              },
             },
           },
         },
