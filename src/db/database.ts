@@ -2,12 +2,16 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
 import {
-  type CompiledQuery,
+  CompiledQuery,
+  type DatabaseConnection,
+  type Driver,
   Kysely,
   PostgresDialect,
   SqliteAdapter,
   type SqliteDatabase as KyselySqliteDatabase,
   SqliteDialect,
+  type SqliteDialectConfig,
+  SqliteDriver,
   sql,
 } from 'kysely';
 import pg from 'pg';
@@ -97,7 +101,9 @@ function openSqlite(
   const database = withStatementCache(sqlite);
   const db = new Kysely<Database>({
     dialect:
-      serverBusy === null ? new SqliteDialect({ database }) : new ServerSqliteDialect(database, serverBusy),
+      serverBusy === null
+        ? new ImmediateSqliteDialect({ database })
+        : new ServerSqliteDialect(database, serverBusy),
   });
   registerSnapshots(db, path === ':memory:' ? sharedSnapshots(db) : sqliteSnapshots(path));
   return {
@@ -105,6 +111,28 @@ function openSqlite(
     // An in-memory database answers `memory`: it has no WAL and no other connection.
     commitWatch: journalMode === 'wal' ? new CommitWatch(path) : null,
   };
+}
+
+/**
+ * The command line's SQLite dialect: Kysely's, except that a transaction begins with BEGIN
+ * IMMEDIATE, as the server's do. A plain BEGIN reads first and asks for the write lock at its first
+ * write; if another process (the server recording keys' last use) committed in between, SQLite
+ * cannot upgrade that transaction and fails it at once, busy timeout or not: an import of a
+ * million incidents failed that way. IMMEDIATE takes the lock at BEGIN, waiting up to the busy
+ * timeout, so a transaction that began never meets that failure.
+ */
+class ImmediateSqliteDialect extends SqliteDialect {
+  constructor(private readonly settings: SqliteDialectConfig) {
+    super(settings);
+  }
+
+  override createDriver(): Driver {
+    return new (class extends SqliteDriver {
+      override async beginTransaction(connection: DatabaseConnection): Promise<void> {
+        await connection.executeQuery(CompiledQuery.raw('begin immediate'));
+      }
+    })(this.settings);
+  }
 }
 
 const STATEMENT_CACHE_SIZE = 256;

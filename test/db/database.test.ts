@@ -1,12 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
+import SqliteDatabase from 'better-sqlite3';
 import pg from 'pg';
-import { preparedOnPostgres } from '../../src/db/database.ts';
+import { openDatabase, preparedOnPostgres } from '../../src/db/database.ts';
+import { migrateToLatest } from '../../src/db/migrate.ts';
 import {
   ADMIN_PG_URL,
   bearer,
   createTestContext,
+  createTestDatabase,
   seedAccount,
   seedKey,
   STORES,
@@ -82,5 +85,31 @@ describe('PostgreSQL statements marked for reuse', { skip: !STORES.includes('pos
       ctx.db,
     );
     assert.equal(prepared.rows.filter((row) => row.statement.includes('"key_hash"')).length, 1);
+  });
+});
+
+describe('SQLite transactions of the command line', { skip: !STORES.includes('sqlite') }, () => {
+  test('take the write lock at BEGIN, so a commit by the server in between cannot fail them', async () => {
+    const database = await createTestDatabase('sqlite');
+    const cli = openDatabase(database.url);
+    await migrateToLatest(cli.db);
+    const server = new SqliteDatabase(database.url.slice('sqlite:'.length), { timeout: 0 });
+    try {
+      const accountId = await seedAccount(cli.db);
+      await cli.db.transaction().execute(async (trx) => {
+        // A read first, as an import does; then another process tries to write.
+        await trx.selectFrom('accounts').select('id').execute();
+        assert.throws(
+          () => server.prepare('UPDATE accounts SET name = ? WHERE id = ?').run('elsewhere', accountId),
+          /database is locked/,
+        );
+        await trx.updateTable('accounts').set({ name: 'here' }).where('id', '=', accountId).execute();
+      });
+      assert.equal(server.prepare('SELECT name FROM accounts WHERE id = ?').pluck().get(accountId), 'here');
+    } finally {
+      server.close();
+      await cli.destroy();
+      await database.drop();
+    }
   });
 });
