@@ -90,3 +90,39 @@ export const publicErrorResponses = {
   429: ErrorSchema,
   500: ErrorSchema,
 };
+
+/** A change of the changes feed whose record, while it is in the public view, looks like `object`. */
+const changeOf = <
+  K extends string,
+  T extends typeof IncidentSchema | typeof UserSchema | typeof NamedResourceSchema,
+>(
+  type: K,
+  object: T,
+) =>
+  Type.Object({
+    seq: Type.Integer({ description: "The change's place in the account's feed, ascending" }),
+    type: Type.Literal(type),
+    op: Type.Union([Type.Literal('upsert'), Type.Literal('delete')], {
+      description: '`upsert`: the record as it now is; `delete`: it left the public view (`object` is null)',
+    }),
+    id: Type.String({ format: 'uuid' }),
+    object: Type.Union([object, Type.Null()], {
+      description: 'As the list endpoint shows it; null for a delete',
+    }),
+    changed_at: Type.String({ format: 'date-time' }),
+  });
+
+export const ChangeSchema = Type.Union([
+  changeOf('incident', IncidentSchema),
+  changeOf('user', UserSchema),
+  changeOf('department', NamedResourceSchema),
+  changeOf('location', NamedResourceSchema),
+]);
+export type Change = Static<typeof ChangeSchema>;
+
+export const ChangesPageSchema = Type.Object({
+  data: Type.Array(ChangeSchema),
+  next_cursor: Type.String({ description: 'Opaque: send it as `cursor` to continue after this page' }),
+  has_more: Type.Boolean({ description: 'Whether changes exist after `next_cursor` (more pages now)' }),
+});
+export type ChangesPage = Static<typeof ChangesPageSchema>;
