@@ -158,13 +158,18 @@ export async function seedIncidents(
     updated_at: new Date(start + i * 60_000).toISOString(),
     ...fields(i),
   }));
-  for (let i = 0; i < rows.length; i += 200) await incidentRepository.upsertMany(db, rows.slice(i, i + 200));
+  // Numbered in the changes feed after the account's last change, as an import numbers them.
+  const head = (await accountRepository.lockForChanges(db, accountId)) ?? 0;
+  const changedAt = new Date().toISOString();
+  const stamped = rows.map((row, i) => ({ ...row, change_seq: head + i + 1, changed_at: changedAt }));
+  for (let i = 0; i < stamped.length; i += 200)
+    await incidentRepository.upsertMany(db, stamped.slice(i, i + 200));
   await incidentRepository.rerank(db, accountId, null);
-  await accountRepository.recordIncidentChange(
-    db,
-    accountId,
-    await incidentRepository.countForAccount(db, accountId),
-  );
+  await accountRepository.recordChanges(db, accountId, {
+    lastSeq: head + rows.length,
+    incidentCount: await incidentRepository.countForAccount(db, accountId),
+    purgedSeq: 0,
+  });
   return rows;
 }
 

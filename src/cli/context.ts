@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import type { Kysely } from 'kysely';
-import { loadConfig } from '../config.ts';
+import { type Config, loadConfig } from '../config.ts';
 import { openDatabase } from '../db/database.ts';
 import { migrateToLatest } from '../db/migrate.ts';
 import type { Database } from '../db/schema.ts';
@@ -8,12 +8,14 @@ import { InputError } from '../errors.ts';
 import type { Io } from './command.ts';
 
 /** Runs `work` on the database DATABASE_URL names, migrated to the latest schema. */
-export async function withDatabase<T>(work: (db: Kysely<Database>) => Promise<T>): Promise<T> {
+export async function withDatabase<T>(
+  work: (db: Kysely<Database>, config: Config) => Promise<T>,
+): Promise<T> {
   const config = loadConfig();
   const handle = openDatabase(config.databaseUrl);
   try {
     await migrateToLatest(handle.db);
-    return await work(handle.db);
+    return await work(handle.db, config);
   } finally {
     await handle.destroy();
   }

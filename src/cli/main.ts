@@ -55,9 +55,15 @@ const importData: Command = {
   async run(args, io) {
     if (args.length !== 1) throw new InputError('usage: safety-api import FILE');
     const { importFile } = await import('../import/import.ts');
-    const counts = await withDatabase((db) => importFile(db, args[0] as string));
+    const counts = await withDatabase((db, config) =>
+      importFile(db, args[0] as string, { retentionDays: config.changesRetentionDays }),
+    );
+    const deleted = RECORD_TYPES.filter((type) => counts.deleted[type] !== undefined);
     io.out(
-      `Imported ${RECORD_TYPES.map((type) => `${counts[type]} ${RECORD_KINDS[type].plural}`).join(', ')}.`,
+      `Imported ${RECORD_TYPES.map((type) => `${counts[type]} ${RECORD_KINDS[type].plural}`).join(', ')}` +
+        (deleted.length === 0
+          ? '.'
+          : `; deleted ${deleted.map((type) => `${counts.deleted[type]} ${RECORD_KINDS[type].plural}`).join(', ')}.`),
     );
   },
 };

@@ -3,9 +3,15 @@ import { stat } from 'node:fs/promises';
 import { extname } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { Kysely } from 'kysely';
+import { DEFAULT_CHANGES_RETENTION_DAYS } from '../config.ts';
 import { withBulkWriteSettings } from '../db/database.ts';
 import { accountRepository } from '../db/repositories/accounts.ts';
-import { type IncidentInput, type IncidentKey, incidentRepository } from '../db/repositories/incidents.ts';
+import {
+  type IncidentInput,
+  type IncidentKey,
+  incidentRepository,
+  POSITION_BLOCK,
+} from '../db/repositories/incidents.ts';
 import { type AccountOwnedTable, existingOwners } from '../db/repositories/ownership.ts';
 import { type UserInput, userRepository } from '../db/repositories/users.ts';
 import type { Database } from '../db/schema.ts';
@@ -15,8 +21,10 @@ import {
   RECORD_KINDS,
   RECORD_TYPES,
   type RecordKind,
+  type RecordRef,
   type RecordType,
   type RowOf,
+  type Stamped,
   type ValidRecord,
 } from './records.ts';
 import { type PlacedRecord, type ReadMessage, type ReadRequest, unpackChunk } from './source.ts';
@@ -29,11 +37,12 @@ import { type PlacedRecord, type ReadMessage, type ReadRequest, unpackChunk } fr
  * side finds it, rolls everything back and is named in the error.
  */
 
-export type ImportSummary = Record<RecordType, number>;
+/** Records written per type, and records deleted per type (only types with deletions). */
+export type ImportSummary = Record<RecordType, number> & { deleted: Partial<Record<RecordType, number>> };
 
 /**
  * Records written per statement. Larger batches amortize the per-statement work (2,000 took about
- * a tenth less CPU than 1,000 here); 2,000 incidents bind 24,000 parameters, below SQLite's
+ * a tenth less CPU than 1,000 here); 2,000 incidents bind 28,000 parameters, below SQLite's
  * (32,766) and PostgreSQL's (65,535) limits.
  */
 const BATCH_SIZE = 2000;
@@ -41,8 +50,14 @@ const BATCH_SIZE = 2000;
 interface IncidentChange {
   /** Incidents of the account before this import. */
   before: number;
-  /** Incident records of the account in this import (inserts and updates). */
+  /** The highest position before this import: new incidents are placed after it. */
+  topBefore: number;
+  /** Incident records of the account in this import to write (inserts and updates). */
   records: number;
+  /** Incidents this import removed. */
+  removed: number;
+  /** The position blocks deletions left holes in. */
+  holedBlocks: Set<number>;
   /** Largest (created_at, id) seen so far, in the store or in this import. */
   newest: IncidentKey | null;
   /** Smallest key that arrived after a larger one; `null` while the records came in order. */
@@ -54,27 +69,42 @@ function compareKeys(a: IncidentKey, b: IncidentKey): number {
   if (a.created_at !== b.created_at) return a.created_at < b.created_at ? -1 : 1;
   return a.id === b.id ? 0 : a.id < b.id ? -1 : 1;
 }
+
 interface Pending<Row> {
   where: string;
-  row: Row;
+  row: Stamped<Row>;
 }
 
 /** Holds the validated records of one transaction until a batch is written. */
 class Batches {
-  readonly counts: ImportSummary = perRecordType(() => 0);
+  readonly counts: ImportSummary = { ...perRecordType(() => 0), deleted: {} };
   private readonly pending = perRecordType(() => []) as { [T in RecordType]: Pending<RowOf<T>>[] };
+  private readonly pendingDeletions = perRecordType(() => [] as Pending<RecordRef>[]);
   private readonly pendingIds = perRecordType(() => new Set<string>());
   private size = 0;
   /** Accounts known to exist, in the store or earlier in this import. */
   private readonly knownAccounts = new Set<string>();
+  /**
+   * The last feed seq given out per account whose records this import writes, starting from its
+   * `data_version`, read with the account row locked so that concurrent writers take turns.
+   */
+  readonly lastSeq = new Map<string, number>();
   /** Email (lower case) of every user in this import, with its id and place. */
   private readonly emails = new Map<string, { id: string; where: string }>();
   /** Every account a record of this import names: its public data (and so its data version) changes. */
   readonly touchedAccounts = new Set<string>();
-  /** Per account whose incidents this import writes: what `refreshIncidentOrder` needs to know. */
+  /** Per account whose incidents this import writes: what `refreshAccounts` needs to know. */
   readonly incidentChanges = new Map<string, IncidentChange>();
+  /** Whether a deleted incident may be imported again: then its tombstone must go. */
+  private tombstonesExist = false;
+  /** The time written with the changes being taken: that of the last batch written. */
+  private changedAt = new Date().toISOString();
 
   constructor(private readonly db: Kysely<Database>) {}
+
+  async start(): Promise<void> {
+    this.tombstonesExist = await incidentRepository.anyTombstone(this.db);
+  }
 
   /**
    * Takes one record. Returns a promise only when the record needs the database first (an account
@@ -83,7 +113,7 @@ class Batches {
   add(where: string, record: ValidRecord): Promise<void> | undefined {
     if (
       this.pendingIds[record.type].has(record.row.id) ||
-      (record.type !== 'account' && !this.knownAccounts.has(record.row.account_id)) ||
+      (record.type !== 'account' && !this.lastSeq.has(record.row.account_id)) ||
       (record.type === 'incident' && !this.incidentChanges.has(record.row.account_id))
     ) {
       return this.addAfterLookups(where, record);
@@ -95,22 +125,43 @@ class Batches {
   private async addAfterLookups(where: string, record: ValidRecord): Promise<void> {
     // The same id twice in one batch: write the first before taking the second (last one wins).
     if (this.pendingIds[record.type].has(record.row.id)) await this.flush();
-    if (record.type !== 'account') await this.requireAccount(where, record.row.account_id);
+    if (record.type !== 'account') {
+      await this.requireAccount(where, record.row.account_id);
+      await this.startAccountChange(record.row.account_id);
+    }
     if (record.type === 'incident') await this.startIncidentChange(record.row.account_id);
     this.take(where, record);
     if (this.size >= BATCH_SIZE) await this.flush();
   }
 
   private take(where: string, record: ValidRecord): void {
-    if (record.type === 'user') this.claimEmail(where, record.row.id, record.row.email);
-    if (record.type === 'account') this.knownAccounts.add(record.row.id);
-    this.touchedAccounts.add(record.type === 'account' ? record.row.id : record.row.account_id);
-    if (record.type === 'incident') this.placeIncident(record.row);
-
-    (this.pending[record.type] as Pending<unknown>[]).push({ where, row: record.row });
     this.pendingIds[record.type].add(record.row.id);
-    this.counts[record.type] += 1;
     this.size += 1;
+    if (record.type === 'account') {
+      this.knownAccounts.add(record.row.id);
+      this.touchedAccounts.add(record.row.id);
+      // Accounts are not in the feed: the stamp is only the shape every pending row has.
+      this.pending.account.push({ where, row: this.stamp(record.row, 0) });
+      this.counts.account += 1;
+      return;
+    }
+    const accountId = record.row.account_id;
+    this.touchedAccounts.add(accountId);
+    const seq = (this.lastSeq.get(accountId) as number) + 1;
+    this.lastSeq.set(accountId, seq);
+    if (record.deleted) {
+      this.pendingDeletions[record.type].push({ where, row: this.stamp(record.row, seq) });
+      return;
+    }
+    if (record.type === 'user') this.claimEmail(where, record.row.id, record.row.email);
+    if (record.type === 'incident') this.placeIncident(record.row);
+    (this.pending[record.type] as Pending<unknown>[]).push({ where, row: this.stamp(record.row, seq) });
+    this.counts[record.type] += 1;
+  }
+
+  /** The row, stamped in place (no object per record) with its change's place in the feed. */
+  private stamp<Row extends object>(row: Row, seq: number): Stamped<Row> {
+    return Object.assign(row, { change_seq: seq, changed_at: this.changedAt });
   }
 
   private async requireAccount(where: string, accountId: string): Promise<void> {
@@ -121,6 +172,12 @@ class Batches {
       );
     }
     this.knownAccounts.add(accountId);
+  }
+
+  private async startAccountChange(accountId: string): Promise<void> {
+    if (this.lastSeq.has(accountId)) return;
+    // An account this import creates is not stored yet: its feed starts at 0.
+    this.lastSeq.set(accountId, (await accountRepository.lockForChanges(this.db, accountId)) ?? 0);
   }
 
   private claimEmail(where: string, id: string, email: string): void {
@@ -137,14 +194,22 @@ class Batches {
   private async startIncidentChange(accountId: string): Promise<void> {
     if (this.incidentChanges.has(accountId)) return;
     const before = await incidentRepository.countForAccount(this.db, accountId);
-    const newest = await incidentRepository.newestKey(this.db, accountId);
-    this.incidentChanges.set(accountId, { before, records: 0, newest, disorderFrom: null });
+    const newest = await incidentRepository.newest(this.db, accountId);
+    this.incidentChanges.set(accountId, {
+      before,
+      topBefore: newest?.position ?? 0,
+      records: 0,
+      removed: 0,
+      holedBlocks: new Set(),
+      newest: newest === null ? null : { created_at: newest.created_at, id: newest.id },
+      disorderFrom: null,
+    });
   }
 
   /**
-   * Gives an incident the position it would have if the file continued the account's order: the
-   * account's count before the import plus its place among the new records. That guess is the true
-   * rank for every record that arrives after all smaller keys and before all larger ones, so an
+   * Gives an incident the position it would have if the file continued the account's order: just
+   * after the account's highest position, in the order of the new records. That guess is the true
+   * place of every record that arrives after all smaller keys and before all larger ones, so an
    * export loaded in order needs no re-ranking at all; `disorderFrom` marks where guesses may fail.
    */
   private placeIncident(row: IncidentInput): void {
@@ -158,7 +223,7 @@ class Batches {
     } else {
       change.newest = row;
     }
-    row.position = change.before + change.records;
+    row.position = change.topBefore + change.records;
   }
 
   /** Writes every pending record, in RECORD_KINDS' order: parents before children. */
@@ -166,17 +231,20 @@ class Batches {
     const now = new Date().toISOString();
     for (const type of RECORD_TYPES) {
       await this.write(type, now);
+      await this.remove(type);
       this.pending[type].length = 0;
+      this.pendingDeletions[type].length = 0;
       this.pendingIds[type].clear();
     }
     this.size = 0;
+    this.changedAt = now;
   }
 
   private async write<T extends RecordType>(type: T, now: string): Promise<void> {
     const batch = this.pending[type] as Pending<RowOf<T>>[];
     if (batch.length === 0) return;
     const kind = RECORD_KINDS[type] as RecordKind<RowOf<T>>;
-    const owned = batch as Pending<{ id: string; account_id: string }>[];
+    const owned = batch as Pending<RecordRef>[];
     if (kind.ownedIn !== null && !kind.upsertRefusesMoves) await this.checkOwnership(kind.ownedIn, owned);
     if (type === 'user') await this.checkEmailsFree(batch as Pending<UserInput>[]);
     const written = await kind.upsert(
@@ -186,6 +254,32 @@ class Batches {
     );
     // A short count says that the upsert refused some record; which one is looked up.
     if (kind.ownedIn !== null && written < batch.length) await this.checkOwnership(kind.ownedIn, owned);
+    if (type === 'incident' && this.tombstonesExist) {
+      await incidentRepository.removeTombstones(
+        this.db,
+        batch.map((p) => p.row.id),
+      );
+    }
+  }
+
+  /** Takes the pending deletions of `type` out of the public view. */
+  private async remove(type: RecordType): Promise<void> {
+    const batch = this.pendingDeletions[type];
+    if (batch.length === 0) return;
+    const kind = RECORD_KINDS[type] as RecordKind<{ id: string }>;
+    if (kind.remove === null || kind.ownedIn === null) throw new Error(`${type} records cannot be deleted`);
+    await this.checkOwnership(kind.ownedIn, batch);
+    const removed = await kind.remove(
+      this.db,
+      batch.map((p) => p.row),
+    );
+    this.counts.deleted[type] = (this.counts.deleted[type] ?? 0) + batch.length;
+    for (const { account_id: accountId, position } of removed) {
+      const change = this.incidentChanges.get(accountId) as IncidentChange;
+      change.removed += 1;
+      change.holedBlocks.add(Math.floor((position - 1) / POSITION_BLOCK));
+      this.tombstonesExist = true;
+    }
   }
 
   /**
@@ -229,29 +323,67 @@ class Batches {
 }
 
 /**
- * Settles paging positions and counts of every account whose incidents this import touched, and
- * bumps the data version of every account it touched at all, so that no cached response or ETag
- * of the account outlives the import.
+ * Settles paging positions and counts of every account whose incidents this import touched, purges
+ * tombstones past retention, and moves each touched account's data version (the feed head) to the
+ * last seq this import gave out, so that no cached response or ETag of the account outlives it.
  */
-async function refreshAccounts(db: Kysely<Database>, batches: Batches): Promise<void> {
+async function refreshAccounts(db: Kysely<Database>, batches: Batches, retentionDays: number): Promise<void> {
+  const purgeBefore = new Date(Date.now() - retentionDays * 86_400_000).toISOString();
   for (const accountId of batches.touchedAccounts) {
     const change = batches.incidentChanges.get(accountId);
-    if (change === undefined) {
-      await accountRepository.bumpDataVersion(db, accountId);
-      continue;
+    let incidentCount: number | undefined;
+    if (change !== undefined) {
+      incidentCount = await incidentRepository.countForAccount(db, accountId);
+      await settlePositions(db, accountId, change, incidentCount);
     }
-    const after = await incidentRepository.countForAccount(db, accountId);
-    // Only inserts (each record a new incident) leave every earlier rank as it was; an update may
-    // have moved a row anywhere, and it also left the guessed positions of later records one off.
-    const onlyInserts = after - change.before === change.records;
-    if (!onlyInserts) await incidentRepository.rerank(db, accountId, null);
-    else if (change.disorderFrom !== null)
-      await incidentRepository.rerank(db, accountId, change.disorderFrom);
-    await accountRepository.recordIncidentChange(db, accountId, after);
+    const purgedSeq = await incidentRepository.purgeTombstones(db, accountId, purgeBefore);
+    await accountRepository.recordChanges(db, accountId, {
+      lastSeq: batches.lastSeq.get(accountId) ?? null,
+      incidentCount,
+      purgedSeq,
+    });
   }
 }
 
-export async function importFile(db: Kysely<Database>, path: string): Promise<ImportSummary> {
+/**
+ * Positions after the import's writes, as cheaply as they can be made right (docs/architecture.md):
+ * - only new incidents, in order, no holes anywhere: nothing to do, every guess was right;
+ * - only new incidents with some out of order, no holes: re-rank from the first out of place;
+ * - only new incidents in order, and deletions or older holes: count again the blocks that lost
+ *   rows or that new incidents filled;
+ * - anything else (an update may move an incident anywhere): re-rank the account.
+ */
+async function settlePositions(
+  db: Kysely<Database>,
+  accountId: string,
+  change: IncidentChange,
+  incidentCount: number,
+): Promise<void> {
+  const onlyInserts = incidentCount === change.before + change.records - change.removed;
+  const holes = await incidentRepository.listHoleBlocks(db, accountId);
+  if (!onlyInserts || (change.disorderFrom !== null && (holes.length > 0 || change.removed > 0))) {
+    await incidentRepository.rerank(db, accountId, null);
+  } else if (change.disorderFrom !== null) {
+    await incidentRepository.rerank(db, accountId, change.disorderFrom);
+  } else if (change.removed > 0 || holes.length > 0) {
+    // New incidents went after the highest position, into its block and beyond.
+    const firstNewBlock = Math.floor(change.topBefore / POSITION_BLOCK);
+    const recount = new Set(change.holedBlocks);
+    for (const { block } of holes) if (block >= firstNewBlock) recount.add(block);
+    await incidentRepository.recountBlocks(db, accountId, recount);
+  }
+}
+
+export interface ImportOptions {
+  /** CHANGES_RETENTION_DAYS: tombstones older than this are purged by the import. */
+  retentionDays?: number;
+}
+
+export async function importFile(
+  db: Kysely<Database>,
+  path: string,
+  { retentionDays = DEFAULT_CHANGES_RETENTION_DAYS }: ImportOptions = {},
+): Promise<ImportSummary> {
   const format = extname(path).toLowerCase();
   if (format !== '.json' && format !== '.ndjson') {
     throw new InputError(`the file must end in .json or .ndjson (got "${path}")`);
@@ -263,6 +395,7 @@ export async function importFile(db: Kysely<Database>, path: string): Promise<Im
   return withBulkWriteSettings(db, () =>
     db.transaction().execute(async (trx) => {
       const batches = new Batches(trx);
+      await batches.start();
       for await (const chunk of source) {
         for (const { where, record } of chunk) {
           const added = batches.add(where, record);
@@ -270,7 +403,7 @@ export async function importFile(db: Kysely<Database>, path: string): Promise<Im
         }
       }
       await batches.flush();
-      await refreshAccounts(trx, batches);
+      await refreshAccounts(trx, batches, retentionDays);
       return batches.counts;
     }),
   );

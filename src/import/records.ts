@@ -1,7 +1,12 @@
 import type { Kysely } from 'kysely';
 import { USER_ROLES } from '../auth/roles.ts';
 import { type AccountInput, accountRepository } from '../db/repositories/accounts.ts';
-import { type IncidentInput, incidentRepository } from '../db/repositories/incidents.ts';
+import type { ChangeStamp } from '../db/repositories/change-stamp.ts';
+import {
+  type IncidentInput,
+  incidentRepository,
+  type RemovedIncident,
+} from '../db/repositories/incidents.ts';
 import { type NamedResourceInput, namedResourceRepository } from '../db/repositories/named-resources.ts';
 import type { AccountOwnedTable } from '../db/repositories/ownership.ts';
 import { type UserInput, userRepository } from '../db/repositories/users.ts';
@@ -190,6 +195,15 @@ export class Fields {
   }
 }
 
+/** A row as it is written: validated, then stamped by the importer. */
+export type Stamped<Row> = Row & ChangeStamp;
+
+/** What a `"deleted": true` record names. */
+export interface RecordRef {
+  id: string;
+  account_id: string;
+}
+
 /** What the importer knows about one record type. */
 export interface RecordKind<Row extends { id: string }> {
   /** The records' `.json` section, and how the CLI counts them. */
@@ -208,8 +222,17 @@ export interface RecordKind<Row extends { id: string }> {
    * then ownership is looked up only when it wrote fewer; otherwise before every batch.
    */
   upsertRefusesMoves: boolean;
-  /** Writes a batch, updating by id; returns the number of rows written. */
-  upsert(db: Kysely<Database>, rows: Row[], now: string): Promise<number>;
+  /**
+   * Writes a batch, updating by id; returns the number of rows written or left as they were
+   * because nothing in them changed (an unchanged row keeps its place in the changes feed).
+   */
+  upsert(db: Kysely<Database>, rows: Stamped<Row>[], now: string): Promise<number>;
+  /**
+   * Takes a batch of `"deleted": true` records out of the public view (records that are not there
+   * are skipped); returns the incidents it removed, with the paging positions they held. Null:
+   * the type cannot be deleted.
+   */
+  remove: ((db: Kysely<Database>, refs: Stamped<RecordRef>[]) => Promise<RemovedIncident[]>) | null;
 }
 
 function namedResource(plural: 'departments' | 'locations'): RecordKind<NamedResourceInput> {
@@ -228,6 +251,10 @@ function namedResource(plural: 'departments' | 'locations'): RecordKind<NamedRes
     upsert: async (db, rows) => {
       await namedResourceRepository.upsertMany(db, plural, rows);
       return rows.length;
+    },
+    remove: async (db, refs) => {
+      await namedResourceRepository.deactivateMany(db, plural, refs);
+      return [];
     },
   };
 }
@@ -252,6 +279,7 @@ export const RECORD_KINDS = {
       await accountRepository.upsertMany(db, rows, now);
       return rows.length;
     },
+    remove: null,
   } satisfies RecordKind<AccountInput>,
   department: namedResource('departments'),
   location: namedResource('locations'),
@@ -287,6 +315,10 @@ export const RECORD_KINDS = {
     upsert: async (db, rows) => {
       await userRepository.upsertMany(db, rows);
       return rows.length;
+    },
+    remove: async (db, refs) => {
+      await userRepository.deactivateMany(db, refs);
+      return [];
     },
   } satisfies RecordKind<UserInput>,
   incident: {
@@ -335,6 +367,7 @@ export const RECORD_KINDS = {
     // One statement instead of a lookup per batch (see incidentRepository.upsertMany).
     upsertRefusesMoves: true,
     upsert: (db, rows) => incidentRepository.upsertMany(db, rows),
+    remove: (db, refs) => incidentRepository.deleteMany(db, refs),
   } satisfies RecordKind<IncidentInput>,
 };
 
@@ -344,7 +377,13 @@ export const RECORD_TYPES = Object.keys(RECORD_KINDS) as RecordType[];
 /** The row a record of type `T` stores. */
 export type RowOf<T extends RecordType> = ReturnType<(typeof RECORD_KINDS)[T]['validate']>;
 
-export type ValidRecord = { [T in RecordType]: { type: T; row: RowOf<T> } }[RecordType];
+/** The record types a `"deleted": true` record may name. */
+export type DeletableType = Exclude<RecordType, 'account'>;
+
+/** A validated record: one to write, or one to delete. */
+export type ValidRecord =
+  | { [T in RecordType]: { type: T; deleted: false; row: RowOf<T> } }[RecordType]
+  | { type: DeletableType; deleted: true; row: RecordRef };
 
 /** One value per record type, made by `make`. */
 export function perRecordType<V>(make: (type: RecordType) => V): Record<RecordType, V> {
@@ -371,7 +410,14 @@ export function validateRecord(
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new InputError(`${where}: must be a JSON object`);
   }
-  const f = new Fields(where, value as Record<string, unknown>);
-  f.rejectUnknown(type, extraFields);
-  return { type, row: RECORD_KINDS[type].validate(f, now) } as ValidRecord;
+  const record = value as Record<string, unknown>;
+  const f = new Fields(where, record);
+  f.rejectUnknown(type, [...extraFields, 'deleted']);
+  if (f.flag('deleted', false) === 0) {
+    return { type, deleted: false, row: RECORD_KINDS[type].validate(f, now) } as ValidRecord;
+  }
+  // A deletion needs only what names the record; any other field it carries (a record copied from
+  // an export, say) is ignored.
+  if (type === 'account') return f.fail('deleted', 'cannot be true: accounts are not deleted by an import');
+  return { type, deleted: true, row: { id: f.uuid('id'), account_id: f.uuid('account_id') } };
 }

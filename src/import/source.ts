@@ -172,22 +172,23 @@ export interface ReadRequest {
  */
 export interface PackedChunk {
   wheres: string[];
-  /** Each record's type, as its index in RECORD_TYPES. */
-  types: number[];
-  /** The row fields of each type in the chunk, in the order `values` holds them. */
-  fields: Partial<Record<RecordType, string[]>>;
+  /** Each record's kind: its type's index in RECORD_TYPES, plus RECORD_TYPES.length for a deletion. */
+  kinds: number[];
+  /** The row fields of each kind in the chunk, in the order `values` holds them. */
+  fields: Record<number, string[]>;
   /** The rows' field values, one record after another. */
   values: unknown[];
 }
 
 export function packChunk(records: PlacedRecord[]): PackedChunk {
-  const chunk: PackedChunk = { wheres: [], types: [], fields: {}, values: [] };
+  const chunk: PackedChunk = { wheres: [], kinds: [], fields: {}, values: [] };
   for (const { where, record } of records) {
     const row = record.row as Record<string, unknown>;
-    // validateRecord builds every row of a type with the same fields in the same order.
-    const fields = (chunk.fields[record.type] ??= Object.keys(row));
+    const kind = RECORD_TYPES.indexOf(record.type) + (record.deleted ? RECORD_TYPES.length : 0);
+    // validateRecord builds every row of a kind with the same fields in the same order.
+    const fields = (chunk.fields[kind] ??= Object.keys(row));
     chunk.wheres.push(where);
-    chunk.types.push(RECORD_TYPES.indexOf(record.type));
+    chunk.kinds.push(kind);
     for (const field of fields) chunk.values.push(row[field]);
   }
   return chunk;
@@ -197,10 +198,12 @@ export function unpackChunk(chunk: PackedChunk): PlacedRecord[] {
   const records: PlacedRecord[] = [];
   let next = 0;
   for (let i = 0; i < chunk.wheres.length; i += 1) {
-    const type = RECORD_TYPES[chunk.types[i] as number] as RecordType;
+    const kind = chunk.kinds[i] as number;
+    const type = RECORD_TYPES[kind % RECORD_TYPES.length] as RecordType;
     const row: Record<string, unknown> = {};
-    for (const field of chunk.fields[type] as string[]) row[field] = chunk.values[next++];
-    records.push({ where: chunk.wheres[i] as string, record: { type, row } as ValidRecord });
+    for (const field of chunk.fields[kind] as string[]) row[field] = chunk.values[next++];
+    const deleted = kind >= RECORD_TYPES.length;
+    records.push({ where: chunk.wheres[i] as string, record: { type, deleted, row } as ValidRecord });
   }
   return records;
 }

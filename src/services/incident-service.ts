@@ -1,40 +1,120 @@
 import type { Kysely } from 'kysely';
 import { accountRepository } from '../db/repositories/accounts.ts';
-import { incidentRepository } from '../db/repositories/incidents.ts';
+import { type HoleBlock, incidentRepository, POSITION_BLOCK } from '../db/repositories/incidents.ts';
 import type { Database } from '../db/schema.ts';
+import { Lru } from '../lib/lru.ts';
 import { type Incident, toIncident } from '../schemas/public.ts';
+
+/** What paging an account's incidents needs to know: read with the credential, or by `totals`. */
+export interface IncidentTotals {
+  /** The account's `incident_count`. */
+  total: number;
+  /** The account's `data_version`: the holes in its positions are those of this version. */
+  version: number;
+}
+
+/**
+ * Where ranks fall among positions when deletions left holes (docs/architecture.md): each block of
+ * POSITION_BLOCK positions is full and dense from its start, except the blocks listed, which hold
+ * `live` incidents somewhere in the block. `firstRank[i]` is the rank of the first incident of
+ * `holes[i]`, `shift[i]` how many positions the holes before it take up.
+ */
+interface RankMap {
+  holes: HoleBlock[];
+  firstRank: number[];
+  shift: number[];
+}
+
+function rankMap(holes: HoleBlock[]): RankMap {
+  const firstRank: number[] = [];
+  const shift: number[] = [];
+  let missing = 0;
+  for (const { block, live } of holes) {
+    firstRank.push(block * POSITION_BLOCK - missing + 1);
+    shift.push(missing);
+    missing += POSITION_BLOCK - live;
+  }
+  return { holes, firstRank, shift };
+}
+
+/** Bound of the rank maps one process keeps: a 1M-incident account with a hole in every block takes ~300 kB. */
+const RANK_MAP_BYTES = 8 * 1024 * 1024;
+const rankMaps = new Lru<string, RankMap>(
+  RANK_MAP_BYTES,
+  (map, key) => map.holes.length * 40 + key.length * 2 + 64,
+);
+
+async function rankMapOf(db: Kysely<Database>, accountId: string, version: number): Promise<RankMap> {
+  const key = `${accountId}\n${version}`;
+  let map = rankMaps.get(key);
+  if (map === undefined) {
+    map = rankMap(await incidentRepository.listHoleBlocks(db, accountId));
+    rankMaps.set(key, map);
+  }
+  return map;
+}
+
+/** The position of the incident of `rank` (1: the oldest). */
+async function positionOf(
+  db: Kysely<Database>,
+  accountId: string,
+  map: RankMap,
+  rank: number,
+): Promise<number> {
+  // The last listed block whose first incident is at or before `rank`.
+  let low = 0;
+  let high = map.holes.length - 1;
+  let found = -1;
+  while (low <= high) {
+    const middle = (low + high) >> 1;
+    if ((map.firstRank[middle] as number) <= rank) {
+      found = middle;
+      low = middle + 1;
+    } else {
+      high = middle - 1;
+    }
+  }
+  if (found === -1) return rank;
+  const { block, live } = map.holes[found] as HoleBlock;
+  const nth = rank - (map.firstRank[found] as number) + 1;
+  if (nth <= live) return incidentRepository.positionInBlock(db, accountId, block, nth);
+  // In a full block after the listed one.
+  return rank + (map.shift[found] as number) + (POSITION_BLOCK - live);
+}
 
 /**
  * An account's incidents as both APIs read them. Lists are newest first and page by `position`
- * (docs/architecture.md): positions run from 1 (oldest) to the account's incident count (newest),
- * so the incident at offset i of the list has position total − i, and any page, however deep, is
- * one range read on the (account_id, position) index. The public API's page/limit and the wider
- * API's _start/_limit are both offsets into this one list.
+ * (docs/architecture.md): positions rise from 1 (oldest), dense but for the holes deletions left,
+ * which are counted per block. The incident at offset i of the list has rank total − i; its
+ * position is the rank itself without holes, else found from the block counts, so any page,
+ * however deep, is one range read on the (account_id, position) index. The public API's
+ * page/limit and the wider API's _start/_limit are both offsets into this one list.
  */
 export const incidentService = {
   /**
-   * The incidents at `offset` … `offset + limit − 1` of the account's newest-first list, which
-   * holds `total` incidents (the account's `incident_count`, read with the credential or by
-   * `count`); an offset past the end gives none.
+   * The incidents at `offset` … `offset + limit − 1` of the account's newest-first list; an
+   * offset past the end gives none.
    */
   async listNewestFirst(
     db: Kysely<Database>,
     accountId: string,
-    total: number,
+    { total, version }: IncidentTotals,
     offset: number,
     limit: number,
   ): Promise<Incident[]> {
     const highest = total - offset;
     if (highest < 1) return [];
-    const lowest = Math.max(highest - limit + 1, 1);
-    const rows = await incidentRepository.listByPositionRange(db, accountId, lowest, highest);
+    const count = Math.min(limit, highest);
+    const map = await rankMapOf(db, accountId, version);
+    const top = map.holes.length === 0 ? highest : await positionOf(db, accountId, map, highest);
+    const rows = await incidentRepository.listFromPosition(db, accountId, top, count);
     return rows.map(toIncident);
   },
 
-  /** The account's `incident_count`, kept by every writer of incidents: never a COUNT(*). */
-  async count(db: Kysely<Database>, accountId: string): Promise<number> {
+  /** The account's `incident_count` (kept by every writer of incidents: never a COUNT(*)) and version. */
+  async totals(db: Kysely<Database>, accountId: string): Promise<IncidentTotals> {
     const account = await accountRepository.findById(db, accountId);
-    return account?.incident_count ?? 0;
+    return { total: account?.incident_count ?? 0, version: account?.data_version ?? 0 };
   },
 
   async findById(db: Kysely<Database>, accountId: string, id: string): Promise<Incident | undefined> {

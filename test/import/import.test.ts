@@ -1,46 +1,12 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { importFile } from '../../src/import/import.ts';
+import { account, dir, incident, json, ndjson } from './files.ts';
 import { bearer, createTestContext, STORES, seedKey, type TestContext } from '../helpers.ts';
-
-const dir = mkdtempSync(join(tmpdir(), 'safety-import-'));
-
-function ndjson(records: object[]): string {
-  const path = join(dir, `${randomUUID()}.ndjson`);
-  writeFileSync(path, records.map((r) => JSON.stringify(r)).join('\n'));
-  return path;
-}
-
-function json(document: object): string {
-  const path = join(dir, `${randomUUID()}.json`);
-  writeFileSync(path, JSON.stringify(document));
-  return path;
-}
-
-const account = (id: string, extra: object = {}) => ({
-  type: 'account',
-  id,
-  name: 'Acme',
-  api_access: true,
-  rate_limit_per_hour: 500,
-  ...extra,
-});
-const incident = (accountId: string, n: number, createdAt: string, extra: object = {}) => ({
-  type: 'incident',
-  id: randomUUID(),
-  account_id: accountId,
-  incident_number: `INC-2025-${String(n).padStart(4, '0')}`,
-  status: 'open',
-  severity_likelihood: 2,
-  severity_impact: 3,
-  created_at: createdAt,
-  ...extra,
-});
 
 for (const store of STORES) {
   describe(`import (${store})`, () => {
@@ -137,7 +103,7 @@ for (const store of STORES) {
           incident(accountId, 3, '2025-01-03T00:00:00Z'),
         ]),
       );
-      assert.deepEqual(counts, { account: 1, department: 1, location: 1, user: 1, incident: 3 });
+      assert.deepEqual(counts, { account: 1, department: 1, location: 1, user: 1, incident: 3, deleted: {} });
 
       const { rawKey } = await seedKey(ctx.db, accountId);
       const body = (
@@ -472,6 +438,7 @@ for (const store of STORES) {
         location: 0,
         user: 0,
         incident: 1500,
+        deleted: {},
       });
       const stored = await ctx.db
         .selectFrom('incidents')
@@ -503,6 +470,7 @@ for (const store of STORES) {
         location: 0,
         user: 0,
         incident: 1,
+        deleted: {},
       });
     });
 

@@ -38,10 +38,19 @@ test('a chunk of mixed record types survives packing for the worker message unch
       incident_date: '2025-01-02',
       created_at: '2025-01-02T00:00:00.000Z',
     }),
+    place('line 5', 'incident', { id: randomUUID(), account_id: accountId, deleted: true }),
+    place('line 6', 'user', { id: randomUUID(), account_id: accountId, deleted: true, name: 'ignored' }),
   ];
   const packed = packChunk(records);
-  // The message is flat: one value per field, the field names once per type.
-  assert.deepEqual(Object.keys(packed.fields).sort(), ['account', 'incident', 'user']);
+  // The message is flat: one value per field, the field names once per kind of record (a type,
+  // or a deletion of a type: RECORD_TYPES.length further).
+  assert.deepEqual(
+    Object.entries(packed.fields)
+      .map(([kind, fields]) => `${kind}:${fields.join(',')}`)
+      .filter((entry) => entry.startsWith('8:') || entry.startsWith('9:')),
+    ['8:id,account_id', '9:id,account_id'],
+  );
+  assert.deepEqual(Object.keys(packed.fields).sort(), ['0', '3', '4', '8', '9']);
   assert.ok(packed.values.every((value) => value === null || typeof value !== 'object'));
   assert.deepEqual(unpackChunk(structuredClone(packed)), records);
   assert.deepEqual(unpackChunk(packChunk([])), []);

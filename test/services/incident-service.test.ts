@@ -35,7 +35,9 @@ for (const store of STORES) {
     });
 
     const ids = async (offset: number, limit: number, total = INCIDENTS) =>
-      (await incidentService.listNewestFirst(handle.db, accountId, total, offset, limit)).map((i) => i.id);
+      (await incidentService.listNewestFirst(handle.db, accountId, { total, version: 0 }, offset, limit)).map(
+        (i) => i.id,
+      );
 
     test('any offset and limit is that slice of the newest-first list', async () => {
       for (let offset = 0; offset <= INCIDENTS + 1; offset += 1) {
@@ -51,12 +53,15 @@ for (const store of STORES) {
 
     test('an offset far past the end, or an account without incidents, gives none', async () => {
       assert.deepEqual(await ids(Number.MAX_SAFE_INTEGER, 200), []);
-      assert.deepEqual(await incidentService.listNewestFirst(handle.db, otherAccountId, 0, 0, 50), []);
+      assert.deepEqual(
+        await incidentService.listNewestFirst(handle.db, otherAccountId, { total: 0, version: 0 }, 0, 50),
+        [],
+      );
     });
 
-    test('count is the account incident count; findById maps the row as the APIs show it', async () => {
-      assert.equal(await incidentService.count(handle.db, accountId), INCIDENTS);
-      assert.equal(await incidentService.count(handle.db, otherAccountId), 0);
+    test('totals hold the account incident count; findById maps the row as the APIs show it', async () => {
+      assert.equal((await incidentService.totals(handle.db, accountId)).total, INCIDENTS);
+      assert.equal((await incidentService.totals(handle.db, otherAccountId)).total, 0);
       const oldest = await incidentService.findById(handle.db, accountId, newestFirst.at(-1) as string);
       assert.equal(oldest?.incident_number, 'INC-2025-1');
       assert.equal(oldest?.severity_score, 6);

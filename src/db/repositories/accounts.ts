@@ -1,4 +1,4 @@
-import { type Kysely, type Selectable, sql } from 'kysely';
+import { type Kysely, type Selectable, SqliteAdapter, sql } from 'kysely';
 import type { AccountsTable, Database } from '../schema.ts';
 
 const COLUMNS = [
@@ -33,7 +33,16 @@ export const accountRepository = {
     if (accounts.length === 0) return;
     await db
       .insertInto('accounts')
-      .values(accounts.map((a) => ({ ...a, created_at: now, updated_at: now })))
+      .values(
+        accounts.map((a) => ({
+          id: a.id,
+          name: a.name,
+          api_access: a.api_access,
+          rate_limit_per_hour: a.rate_limit_per_hour,
+          created_at: now,
+          updated_at: now,
+        })),
+      )
       .onConflict((oc) =>
         oc.column('id').doUpdateSet((eb) => ({
           name: eb.ref('excluded.name'),
@@ -46,22 +55,37 @@ export const accountRepository = {
   },
 
   /**
-   * Marks a change to the account's public data (users, departments, locations) that leaves its
-   * incidents as they are. Every writer of that data must call this or `recordIncidentChange`.
+   * The account's feed head (`data_version`), with its row locked until the transaction ends on
+   * PostgreSQL, so that two writers of one account number their changes one after the other
+   * (SQLite's transactions already take the one write lock at BEGIN). Null: no such account.
    */
-  async bumpDataVersion(db: Kysely<Database>, accountId: string): Promise<void> {
-    await db
-      .updateTable('accounts')
-      .set((eb) => ({ data_version: eb('data_version', '+', 1) }))
-      .where('id', '=', accountId)
-      .execute();
+  async lockForChanges(db: Kysely<Database>, accountId: string): Promise<number | null> {
+    const query = db.selectFrom('accounts').select('data_version').where('id', '=', accountId);
+    const locked = db.getExecutor().adapter instanceof SqliteAdapter ? query : query.forUpdate();
+    return (await locked.executeTakeFirst())?.data_version ?? null;
   },
 
-  /** Records a new incident count and bumps the data version (cache keys and ETags follow it). */
-  async recordIncidentChange(db: Kysely<Database>, accountId: string, incidentCount: number): Promise<void> {
+  /**
+   * Ends a write to the account's public data: `data_version` moves to the last seq the writer
+   * gave out (or on by one when it gave none: a change to the account itself), and, when given,
+   * the incident count and the last seq of purged tombstones are recorded.
+   */
+  async recordChanges(
+    db: Kysely<Database>,
+    accountId: string,
+    change: { lastSeq: number | null; incidentCount?: number; purgedSeq: number },
+  ): Promise<void> {
     await db
       .updateTable('accounts')
-      .set((eb) => ({ incident_count: incidentCount, data_version: eb('data_version', '+', 1) }))
+      .set((eb) => ({
+        data_version: change.lastSeq ?? eb('data_version', '+', 1),
+        ...(change.incidentCount === undefined ? {} : { incident_count: change.incidentCount }),
+        ...(change.purgedSeq === 0
+          ? {}
+          : {
+              changes_purged_seq: sql<number>`CASE WHEN changes_purged_seq > ${change.purgedSeq} THEN changes_purged_seq ELSE ${change.purgedSeq} END`,
+            }),
+      }))
       .where('id', '=', accountId)
       .execute();
   },

@@ -1,5 +1,6 @@
 import { CompiledQuery, type Kysely, type Selectable, SqliteAdapter, sql } from 'kysely';
 import type { Database, IncidentsTable } from '../schema.ts';
+import { anyColumnChanged, type ChangeStamp } from './change-stamp.ts';
 
 /** An incident as the API shows it: every stored column but its account, paging and feed places. */
 export type IncidentRow = Omit<
@@ -12,6 +13,26 @@ export type IncidentKey = Pick<Selectable<IncidentsTable>, 'created_at' | 'id'>;
 
 /** `position` may be a guess: `rerank` settles positions after writes that could break them. */
 export type IncidentInput = IncidentRow & { account_id: string; position?: number };
+
+/**
+ * Positions come in blocks of this many (block b holds positions b·B+1 … b·B+B). Writes keep every
+ * block dense from its start except the blocks that deletions left holes in, which
+ * `incident_blocks` lists with the rows they still hold; paging finds a rank's position from those
+ * counts, and inside a listed block by a bounded index walk (docs/architecture.md).
+ */
+export const POSITION_BLOCK = 128;
+
+/** An incident a deletion removed, and the position it held. */
+export interface RemovedIncident {
+  account_id: string;
+  position: number;
+}
+
+/** A block of positions that deletions left holes in, and how many incidents it still holds. */
+export interface HoleBlock {
+  block: number;
+  live: number;
+}
 
 const COLUMNS = [
   'id',
@@ -27,7 +48,10 @@ const COLUMNS = [
 ] as const;
 
 /** Every stored column but `position`, in the order `batchSql` binds them. */
-const INSERT_COLUMNS = ['account_id', ...COLUMNS] as const;
+const INSERT_COLUMNS = ['account_id', ...COLUMNS, 'change_seq', 'changed_at'] as const;
+
+/** The columns an import may change; the others say where the row is. */
+const UPDATED_COLUMNS = COLUMNS.filter((column) => column !== 'id');
 
 /**
  * The two statements of `upsertMany`, for a batch of `rows` rows:
@@ -57,7 +81,7 @@ function batchSql(db: Kysely<Database>, statement: BatchStatement, rows: number)
   const row = Object.fromEntries(order.map((column, index) => [column, index]));
   const insert = db
     .insertInto('incidents')
-    .values(Array.from({ length: rows }, () => row as unknown as IncidentInput));
+    .values(Array.from({ length: rows }, () => row as unknown as IncidentInput & ChangeStamp));
   const query = (
     statement === 'upsert'
       ? insert.onConflict((oc) =>
@@ -73,8 +97,11 @@ function batchSql(db: Kysely<Database>, statement: BatchStatement, rows: number)
               incident_date: eb.ref('excluded.incident_date'),
               created_at: eb.ref('excluded.created_at'),
               updated_at: eb.ref('excluded.updated_at'),
+              change_seq: eb.ref('excluded.change_seq'),
+              changed_at: eb.ref('excluded.changed_at'),
             }))
-            .whereRef('incidents.account_id', '=', 'excluded.account_id'),
+            .whereRef('incidents.account_id', '=', 'excluded.account_id')
+            .where(anyColumnChanged('incidents', UPDATED_COLUMNS)),
         )
       : adapter instanceof SqliteAdapter
         ? insert.orIgnore()
@@ -89,25 +116,157 @@ function batchSql(db: Kysely<Database>, statement: BatchStatement, rows: number)
   return query.sql;
 }
 
+/** What a deletion names: an incident of an account. */
+type IncidentKeyRef = Pick<IncidentInput, 'id' | 'account_id'>;
+
 export const incidentRepository = {
   /**
-   * Incidents whose position lies in [lowest, highest], newest first. Positions are dense ranks
-   * (see schema.ts), so this is an index range read whatever the depth of the page.
+   * The `count` incidents at or below position `highest`, newest first: an index range read on
+   * (account_id, position) whatever the depth of the page.
    */
-  async listByPositionRange(
+  async listFromPosition(
     db: Kysely<Database>,
     accountId: string,
-    lowest: number,
     highest: number,
+    count: number,
   ): Promise<IncidentRow[]> {
     return db
       .selectFrom('incidents')
       .select(COLUMNS)
       .where('account_id', '=', accountId)
-      .where('position', '>=', lowest)
       .where('position', '<=', highest)
       .orderBy('position', 'desc')
+      .limit(count)
       .execute();
+  },
+
+  /** The blocks of the account that deletions left holes in, by block. */
+  async listHoleBlocks(db: Kysely<Database>, accountId: string): Promise<HoleBlock[]> {
+    return db
+      .selectFrom('incident_blocks')
+      .select(['block', 'live'])
+      .where('account_id', '=', accountId)
+      .orderBy('block')
+      .execute();
+  },
+
+  /**
+   * The position of the `nth` (from 1) incident of a block: an index walk of at most
+   * POSITION_BLOCK entries.
+   */
+  async positionInBlock(
+    db: Kysely<Database>,
+    accountId: string,
+    block: number,
+    nth: number,
+  ): Promise<number> {
+    const row = await db
+      .selectFrom('incidents')
+      .select('position')
+      .where('account_id', '=', accountId)
+      .where('position', '>', block * POSITION_BLOCK)
+      .orderBy('position')
+      .limit(1)
+      .offset(nth - 1)
+      .executeTakeFirst();
+    if (row === undefined) throw new Error(`incident block ${block} holds fewer than ${nth} incidents`);
+    return row.position;
+  },
+
+  /**
+   * Counts the incidents of each of `blocks` again after deletions or appends, listing the blocks
+   * that now have holes and forgetting those that are full.
+   */
+  async recountBlocks(db: Kysely<Database>, accountId: string, blocks: Iterable<number>): Promise<void> {
+    for (const block of blocks) {
+      const { live } = await db
+        .selectFrom('incidents')
+        .select((eb) => eb.fn.countAll<number>().as('live'))
+        .where('account_id', '=', accountId)
+        .where('position', '>', block * POSITION_BLOCK)
+        .where('position', '<=', (block + 1) * POSITION_BLOCK)
+        .executeTakeFirstOrThrow();
+      if (Number(live) === POSITION_BLOCK) {
+        await db
+          .deleteFrom('incident_blocks')
+          .where('account_id', '=', accountId)
+          .where('block', '=', block)
+          .execute();
+      } else {
+        await db
+          .insertInto('incident_blocks')
+          .values({ account_id: accountId, block, live: Number(live) })
+          .onConflict((oc) => oc.columns(['account_id', 'block']).doUpdateSet({ live: Number(live) }))
+          .execute();
+      }
+    }
+  },
+
+  /**
+   * Removes the incidents `refs` name (each already checked to belong to its account; ids that
+   * are not there are skipped) and leaves a tombstone for each at its seq; returns the removed
+   * incidents with the positions they held.
+   */
+  async deleteMany(db: Kysely<Database>, refs: (IncidentKeyRef & ChangeStamp)[]): Promise<RemovedIncident[]> {
+    if (refs.length === 0) return [];
+    const removed = await db
+      .deleteFrom('incidents')
+      .where(
+        'id',
+        'in',
+        refs.map((r) => r.id),
+      )
+      .returning(['id', 'account_id', 'position'])
+      .execute();
+    if (removed.length === 0) return [];
+    const gone = new Set(removed.map((r) => r.id));
+    await db
+      .insertInto('incident_tombstones')
+      .values(
+        refs
+          .filter((r) => gone.has(r.id))
+          .map((r) => ({
+            id: r.id,
+            account_id: r.account_id,
+            change_seq: r.change_seq,
+            changed_at: r.changed_at,
+          })),
+      )
+      .onConflict((oc) =>
+        oc.column('id').doUpdateSet((eb) => ({
+          change_seq: eb.ref('excluded.change_seq'),
+          changed_at: eb.ref('excluded.changed_at'),
+        })),
+      )
+      .execute();
+    return removed.map((r) => ({ account_id: r.account_id, position: r.position }));
+  },
+
+  /** Whether any deleted incident is still remembered, in any account. */
+  async anyTombstone(db: Kysely<Database>): Promise<boolean> {
+    return (
+      (await db.selectFrom('incident_tombstones').select('id').limit(1).executeTakeFirst()) !== undefined
+    );
+  },
+
+  /** Forgets the tombstones of incidents that are imported again. */
+  async removeTombstones(db: Kysely<Database>, ids: string[]): Promise<void> {
+    if (ids.length === 0) return;
+    await db.deleteFrom('incident_tombstones').where('id', 'in', ids).execute();
+  },
+
+  /**
+   * Purges the account's tombstones of deletions before `before` (CHANGES_RETENTION_DAYS);
+   * returns the largest seq purged, or 0.
+   */
+  async purgeTombstones(db: Kysely<Database>, accountId: string, before: string): Promise<number> {
+    const purged = await db
+      .deleteFrom('incident_tombstones')
+      .where('account_id', '=', accountId)
+      .where('changed_at', '<', before)
+      .returning('change_seq')
+      .execute();
+    return purged.reduce((largest, row) => Math.max(largest, row.change_seq), 0);
   },
 
   async findById(db: Kysely<Database>, accountId: string, id: string): Promise<IncidentRow | undefined> {
@@ -122,10 +281,11 @@ export const incidentRepository = {
   /**
    * Inserts or updates by id and returns how many rows it wrote. An update keeps the row's
    * position (`rerank` settles positions) and never moves a row to another account: a record whose
-   * id belongs to another account is left as it is and not counted, so a count below
-   * `incidents.length` means that `existingOwners` will name the refused records.
+   * id belongs to another account is left as it is and not counted, and neither is a record equal
+   * to the stored row (which keeps its place in the feed), so a count below `incidents.length`
+   * sends the importer to `existingOwners` to find out whether a record was refused.
    */
-  async upsertMany(db: Kysely<Database>, incidents: IncidentInput[]): Promise<number> {
+  async upsertMany(db: Kysely<Database>, incidents: (IncidentInput & ChangeStamp)[]): Promise<number> {
     if (incidents.length === 0) return 0;
     const parameters: unknown[] = [];
     for (const incident of incidents) {
@@ -144,13 +304,17 @@ export const incidentRepository = {
   },
 
   /**
-   * The largest (created_at, id) of the account, the last in paging order; null without incidents.
-   * Read at the last position: every write settles positions before it commits.
+   * The largest (created_at, id) of the account, the last in paging order, and its position;
+   * null without incidents. Read at the last position: every write settles positions before it
+   * commits.
    */
-  async newestKey(db: Kysely<Database>, accountId: string): Promise<IncidentKey | null> {
+  async newest(
+    db: Kysely<Database>,
+    accountId: string,
+  ): Promise<(IncidentKey & { position: number }) | null> {
     const row = await db
       .selectFrom('incidents')
-      .select(['created_at', 'id'])
+      .select(['created_at', 'id', 'position'])
       .where('account_id', '=', accountId)
       .orderBy('position', 'desc')
       .limit(1)
@@ -169,10 +333,12 @@ export const incidentRepository = {
 
   /**
    * Re-derives the dense positions of an account's incidents. `from` is the smallest
-   * (created_at, id) that changed when a change only inserted rows: every earlier incident keeps
-   * its rank, so appending new incidents renumbers only the new ones.
+   * (created_at, id) that changed when a change only inserted rows into an account without holes:
+   * every earlier incident keeps its rank, so appending new incidents renumbers only the new ones.
+   * A whole re-rank (`from` null) fills every hole.
    */
   async rerank(db: Kysely<Database>, accountId: string, from: IncidentKey | null): Promise<void> {
+    if (from === null) await db.deleteFrom('incident_blocks').where('account_id', '=', accountId).execute();
     let offset = 0;
     let range = sql``;
     if (from !== null) {

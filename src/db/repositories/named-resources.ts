@@ -1,5 +1,6 @@
 import { type ExpressionBuilder, type Kysely, type Selectable, sql } from 'kysely';
 import type { Database, DepartmentsTable } from '../schema.ts';
+import { anyColumnChanged, type ChangeStamp } from './change-stamp.ts';
 
 /** Departments and locations share one shape (`LocationsTable` is `DepartmentsTable`) and one set of queries. */
 export type NamedResourceTable = 'departments' | 'locations';
@@ -36,22 +37,45 @@ export const namedResourceRepository = {
       .execute();
   },
 
+  /** Inserts or updates by id; a row whose fields are unchanged keeps its place in the feed. */
   async upsertMany(
     db: Kysely<Database>,
     table: NamedResourceTable,
-    rows: NamedResourceInput[],
+    rows: (NamedResourceInput & ChangeStamp)[],
   ): Promise<void> {
     if (rows.length === 0) return;
     await db
       .insertInto(table)
       .values(rows)
       .onConflict((oc) =>
-        oc.column('id').doUpdateSet((eb) => ({
-          name: eb.ref('excluded.name'),
-          active: eb.ref('excluded.active'),
-          created_at: eb.ref('excluded.created_at'),
-        })),
+        oc
+          .column('id')
+          .doUpdateSet((eb) => ({
+            name: eb.ref('excluded.name'),
+            active: eb.ref('excluded.active'),
+            created_at: eb.ref('excluded.created_at'),
+            change_seq: eb.ref('excluded.change_seq'),
+            changed_at: eb.ref('excluded.changed_at'),
+          }))
+          .where(anyColumnChanged(table, ['name', 'active', 'created_at'])),
       )
       .execute();
+  },
+
+  /** Takes rows out of the public view (the import's deletion): active ones only, each at its seq. */
+  async deactivateMany(
+    db: Kysely<Database>,
+    table: NamedResourceTable,
+    refs: (Pick<NamedResourceInput, 'id' | 'account_id'> & ChangeStamp)[],
+  ): Promise<void> {
+    for (const ref of refs) {
+      await db
+        .updateTable(table)
+        .set({ active: 0, change_seq: ref.change_seq, changed_at: ref.changed_at })
+        .where('id', '=', ref.id)
+        .where('account_id', '=', ref.account_id)
+        .where('active', '=', 1)
+        .execute();
+    }
   },
 };

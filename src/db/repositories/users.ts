@@ -1,5 +1,6 @@
 import { type ExpressionBuilder, type Kysely, type Selectable, sql } from 'kysely';
 import type { Database, UsersTable } from '../schema.ts';
+import { anyColumnChanged, type ChangeStamp } from './change-stamp.ts';
 
 /** What the API shows of a user, in `UserSchema` order (the lists and the changes feed). */
 export const PUBLIC_USER_COLUMNS = [
@@ -9,6 +10,18 @@ export const PUBLIC_USER_COLUMNS = [
   'role',
   'department',
   'job_title',
+  'created_at',
+] as const;
+
+/** The columns an import may change. */
+const UPDATED_COLUMNS = [
+  'name',
+  'email',
+  'role',
+  'department',
+  'job_title',
+  'active',
+  'vendor_support',
   'created_at',
 ] as const;
 
@@ -100,23 +113,48 @@ export const userRepository = {
       .execute();
   },
 
-  async upsertMany(db: Kysely<Database>, users: UserInput[]): Promise<void> {
+  /** Inserts or updates by id; a user whose fields are unchanged keeps their place in the feed. */
+  async upsertMany(db: Kysely<Database>, users: (UserInput & ChangeStamp)[]): Promise<void> {
     if (users.length === 0) return;
     await db
       .insertInto('users')
       .values(users)
       .onConflict((oc) =>
-        oc.column('id').doUpdateSet((eb) => ({
-          name: eb.ref('excluded.name'),
-          email: eb.ref('excluded.email'),
-          role: eb.ref('excluded.role'),
-          department: eb.ref('excluded.department'),
-          job_title: eb.ref('excluded.job_title'),
-          active: eb.ref('excluded.active'),
-          vendor_support: eb.ref('excluded.vendor_support'),
-          created_at: eb.ref('excluded.created_at'),
-        })),
+        oc
+          .column('id')
+          .doUpdateSet((eb) => ({
+            name: eb.ref('excluded.name'),
+            email: eb.ref('excluded.email'),
+            role: eb.ref('excluded.role'),
+            department: eb.ref('excluded.department'),
+            job_title: eb.ref('excluded.job_title'),
+            active: eb.ref('excluded.active'),
+            vendor_support: eb.ref('excluded.vendor_support'),
+            created_at: eb.ref('excluded.created_at'),
+            change_seq: eb.ref('excluded.change_seq'),
+            changed_at: eb.ref('excluded.changed_at'),
+          }))
+          .where(anyColumnChanged('users', UPDATED_COLUMNS)),
       )
       .execute();
+  },
+
+  /**
+   * Takes users out of the public view (the import's deletion): they become inactive, each at its
+   * seq; a user who already is inactive is left as they are.
+   */
+  async deactivateMany(
+    db: Kysely<Database>,
+    refs: (Pick<UserInput, 'id' | 'account_id'> & ChangeStamp)[],
+  ): Promise<void> {
+    for (const ref of refs) {
+      await db
+        .updateTable('users')
+        .set({ active: 0, change_seq: ref.change_seq, changed_at: ref.changed_at })
+        .where('id', '=', ref.id)
+        .where('account_id', '=', ref.account_id)
+        .where('active', '=', 1)
+        .execute();
+    }
   },
 };

@@ -148,8 +148,9 @@ export const widerApiRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }
 
   list('incidents', IncidentSchema, async (accountId, page) => {
-    const total = await incidentService.count(app.db, accountId);
-    const items = await incidentService.listNewestFirst(app.db, accountId, total, page.start, page.limit);
+    const totals = await incidentService.totals(app.db, accountId);
+    const total = totals.total;
+    const items = await incidentService.listNewestFirst(app.db, accountId, totals, page.start, page.limit);
     return { items, total };
   });
 };
