@@ -4,15 +4,18 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
 import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../../../src/db/schema.ts';
+import { importFile } from '../../../src/import/import.ts';
 import {
   bearer,
   createTestContext,
+  random,
   STORES,
   seedAccount,
   seedIncidents,
   seedKey,
   type TestContext,
 } from '../../helpers.ts';
+import { account as accountRecord, gone, incident, minute, ndjson } from '../../import/files.ts';
 
 const FEED = '/api/v1/public/changes';
 const T = '2025-03-01T10:00:00.000Z';
@@ -132,7 +135,7 @@ for (const store of STORES) {
     });
     after(() => ctx.close());
 
-    /** A new account with a key, its incidents seeded (as a list shows them) and given seqs. */
+    /** A new account with a key and its incidents, seqs 1 to `incidents`. */
     async function account(
       incidents = 0,
     ): Promise<{ accountId: string; rawKey: string; incidentIds: string[] }> {
@@ -142,9 +145,7 @@ for (const store of STORES) {
         description: i % 3 === 0 ? null : `Incident ${i + 1}`,
         severity_likelihood: i % 4 === 0 ? null : (i % 5) + 1,
       }));
-      const incidentIds = rows.map((row) => row.id);
-      await commit(ctx.db, accountId, ...incidentIds.map((id) => updateIncident(id)));
-      return { accountId, rawKey, incidentIds };
+      return { accountId, rawKey, incidentIds: rows.map((row) => row.id) };
     }
 
     const get = (rawKey: string, query = '') =>
@@ -159,7 +160,7 @@ for (const store of STORES) {
     }
 
     /**
-     * Follows next_cursor from `cursor` until has_more is false; `between` runs after each page,
+     * Follows next_cursor from `cursor` until has_more is false; `between` runs between two pages
      * (changes committing while the client walks). Returns the pages' changes and the last cursor.
      */
     async function walk(
@@ -178,8 +179,8 @@ for (const store of STORES) {
         const body = await page(rawKey, `?${params}`);
         pages.push(body.data);
         next = body.next_cursor;
-        if (between !== undefined) await between(body.data, n);
         if (!body.has_more) return { pages, cursor: next };
+        if (between !== undefined) await between(body.data, n);
         assert.ok(pages.length < 1000, 'the walk ends');
       }
     }
@@ -389,6 +390,146 @@ for (const store of STORES) {
       await assertReplicaEqualsLists(rawKey, replica);
     });
 
+    test('randomized: imports, updates, deletions and reactivations between pages; the replica equals the lists', async () => {
+      // FEED_SEED replays another sequence.
+      const next = random(Number(process.env.FEED_SEED ?? (store === 'sqlite' ? 3 : 5)));
+      const pick = <T>(items: T[]): T => items[Math.floor(next() * items.length)]!;
+      const accountId = randomUUID();
+      type ImportRecord = { type: string; id: string } & Record<string, unknown>;
+      /** The latest record imported for each type and id, deleted or not. */
+      const records = new Map<string, ImportRecord>();
+      /** When the test imported each record: the number of pages the walks had received by then. */
+      const touches = new Map<string, number[]>();
+      let pagesSeen = 0;
+      const deleted = new Set<string>();
+      let incidents = 0;
+      const newIncident = () => {
+        incidents += 1;
+        return incident(accountId, incidents, minute(Math.floor(next() * 5000)), {
+          description: `v${incidents}`,
+        });
+      };
+      const person = (i: number) => ({
+        type: 'user',
+        id: randomUUID(),
+        account_id: accountId,
+        name: `Person ${i}`,
+        email: `person-${randomUUID()}@example.com`,
+        role: 'employee',
+        active: true,
+        vendor_support: false,
+        created_at: minute(i),
+      });
+      const place = (type: string, i: number) => ({
+        type,
+        id: randomUUID(),
+        account_id: accountId,
+        name: `${type} ${i}`,
+        active: true,
+        created_at: minute(i),
+      });
+
+      /** Imports `batch`, remembering what each record now is and when it was imported. */
+      const load = async (batch: ImportRecord[]): Promise<void> => {
+        await importFile(ctx.db, ndjson(batch));
+        for (const record of batch) {
+          const key = `${record.type}:${record.id}`;
+          touches.set(key, [...(touches.get(key) ?? []), pagesSeen]);
+          if (record.type === 'account') continue;
+          if (record.deleted === true) deleted.add(key);
+          else {
+            deleted.delete(key);
+            records.set(key, record);
+          }
+        }
+      };
+      /** A few random changes to different records: new, changed, deleted, back, or imported as they are. */
+      const randomBatch = (): ImportRecord[] => {
+        const batch = new Map<string, ImportRecord>();
+        const size = 1 + Math.floor(next() * 6);
+        for (let k = 0; k < size; k++) {
+          const live = [...records.entries()].filter(([key]) => !deleted.has(key));
+          const [key, record] = pick(live);
+          const kind = Math.floor(next() * 6);
+          if (kind === 0) {
+            const fresh = newIncident();
+            batch.set(`incident:${fresh.id}`, fresh);
+          } else if (kind === 1) {
+            const changed =
+              record.type === 'incident'
+                ? { ...record, status: pick(['open', 'closed', 'investigating']), description: `edit ${k}` }
+                : record.type === 'user'
+                  ? { ...record, active: next() < 0.7, vendor_support: next() < 0.2 }
+                  : { ...record, name: `${record.name}+`, active: next() < 0.7 };
+            batch.set(key, changed);
+          } else if (kind === 2) {
+            batch.set(key, gone(record.type, record.id, accountId));
+          } else if (kind === 3 && deleted.size > 0) {
+            const back = pick([...deleted]);
+            batch.set(back, {
+              ...records.get(back)!,
+              ...(back.startsWith('incident:') ? {} : { active: true }),
+            });
+          } else {
+            batch.set(key, record);
+          }
+        }
+        return [...batch.values()];
+      };
+
+      await load([
+        accountRecord(accountId),
+        ...Array.from({ length: 40 }, newIncident),
+        ...Array.from({ length: 6 }, (_, i) => person(i)),
+        ...Array.from({ length: 3 }, (_, i) => place('department', i)),
+        ...Array.from({ length: 3 }, (_, i) => place('location', i)),
+      ]);
+      const { rawKey } = await seedKey(ctx.db, accountId);
+
+      /** The page of each record's last delivery, counted over all walks. */
+      const delivered = new Map<string, number>();
+      const replica = new Map<string, unknown>();
+      /** Walks from `cursor` to the end, importing a random batch between pages until page `rounds`. */
+      const follow = async (cursor: string | undefined, rounds: number) => {
+        const first = pagesSeen;
+        const { pages, cursor: last } = await walk(rawKey, {
+          cursor,
+          limit: 1 + Math.floor(next() * 9),
+          between: async (_changes, n) => {
+            pagesSeen = first + n + 1;
+            if (pagesSeen <= rounds) await load(randomBatch());
+          },
+        });
+        pagesSeen = first + pages.length;
+        for (const [n, changes] of pages.entries()) {
+          for (const change of changes) {
+            const key = `${change.type}:${change.id}`;
+            const before = delivered.get(key);
+            const page = first + n + 1;
+            if (before !== undefined) {
+              const changedSince = (touches.get(key) ?? []).some((t) => t >= before && t < page);
+              assert.ok(changedSince, `${key} came again on page ${page} unchanged since page ${before}`);
+            }
+            delivered.set(key, page);
+          }
+        }
+        const seqs = pages.flat().map((c) => c.seq);
+        assert.deepEqual(
+          seqs,
+          [...seqs].sort((a, b) => a - b),
+          'pages never overlap',
+        );
+        applyChanges(replica, pages.flat());
+        await assertReplicaEqualsLists(rawKey, replica);
+        return last;
+      };
+
+      // A full sync while imports commit, then catching up after more of them.
+      const synced = await follow(undefined, 15);
+      for (let i = 0; i < 3; i++) await load(randomBatch());
+      await follow(synced, pagesSeen + 6);
+    });
+
     test('cursor=latest: no changes, a cursor at the head from which the next change follows', async () => {
       const { accountId, rawKey, incidentIds } = await account(4);
       const cursor = await latest(rawKey);
@@ -472,16 +613,16 @@ for (const store of STORES) {
         assert.ok(res.headers['x-ratelimit-remaining'] !== undefined, 'counted like any request');
       };
 
-      // Seqs 2 to 6 are the five incidents (seedIncidents took 1). Tombstones purged up to 5: a
-      // cursor at 3 may have missed one, a cursor at the head has not.
-      await setAccount({ changes_purged_seq: 5 });
+      // Tombstones purged up to seq 4: a cursor at 2 may have missed one, a cursor at the head (5)
+      // has not.
+      await setAccount({ changes_purged_seq: 4 });
       await expectExpired(early);
       assert.equal((await get(rawKey, `?cursor=${head}`)).statusCode, 200);
       assert.equal((await get(rawKey)).statusCode, 200, 'a full sync needs no tombstones');
 
       await commit(ctx.db, accountId, updateIncident(incidentIds[0]!));
       const ahead = await latest(rawKey);
-      await setAccount({ data_version: 6 });
+      await setAccount({ data_version: 5 });
       await expectExpired(ahead);
     });
 
