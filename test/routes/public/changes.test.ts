@@ -658,6 +658,8 @@ for (const store of STORES) {
         Number(first.headers['x-ratelimit-remaining']) - 1,
       );
       assert.ok(Number(second.headers['x-ratelimit-reset']) > Date.now() / 1000);
+      // Pages bypass the response cache (src/routes/public/changes.ts): no ETag, no free 304.
+      assert.equal(second.headers.etag, undefined);
 
       const head = await ctx.app.inject({ method: 'HEAD', url: FEED, headers: bearer(rawKey) });
       assert.equal(head.statusCode, 200);
