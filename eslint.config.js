@@ -10,7 +10,7 @@ import tseslint from 'typescript-eslint';
  * a lower layer cannot even name a type from a higher one). Names are top-level entries of src/: a
  * folder, or a module file without its `.ts`. Nothing but the executable imports the CLI.
  */
-const TOP = ['app', 'server', 'observability', 'cli'];
+const TOP = ['app', 'server', 'observability', 'openapi', 'cli'];
 const ABOVE_AUTH = [...TOP, 'routes', 'admin', 'oauth', 'services', 'import', 'demo'];
 const ABOVE_DB = [...ABOVE_AUTH, 'auth', 'schemas'];
 const LAYERS = [
@@ -29,6 +29,11 @@ const LAYERS = [
   // Routes reach the store only through services: not even a row type or a store helper.
   { files: ['src/routes/**'], forbidden: [...TOP, 'db'] },
   { files: ['src/{app,server,observability}.ts'], forbidden: ['cli'], atTop: true },
+  // The OpenAPI document and /docs read what routes declare, never the routes or the store.
+  {
+    files: ['src/openapi/**'],
+    forbidden: ['app', 'server', 'observability', 'cli', 'routes', 'services', 'db'],
+  },
 ];
 
 // Import paths are relative: from a folder under src/ they climb with `../` to reach another

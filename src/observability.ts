@@ -1,12 +1,13 @@
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
 import { ApiError } from './errors.ts';
-import { OAUTH_PATH } from './paths.ts';
+import { registerApiDocs } from './openapi/routes.ts';
 
 /**
- * Operational endpoints outside the versioned API: Prometheus metrics at `/metrics` and the
- * OpenAPI 3.1 document of the public and wider APIs at `/openapi.json`, generated from the very
- * route schemas that serialize the responses, so the document cannot drift from the code.
+ * Operational endpoints outside the versioned API: Prometheus metrics at `/metrics`, and the
+ * OpenAPI 3.1 document of the public and wider APIs at `/openapi.json` with its HTML reference at
+ * `/docs` (src/openapi/), generated from the very route schemas that serialize the responses, so
+ * the document cannot drift from the code.
  */
 
 declare module 'fastify' {
@@ -22,12 +23,6 @@ declare module 'fastify' {
 interface RouteSeries {
   duration: Histogram.Internal<'method' | 'route'>;
   byStatus: Map<number, Counter.Internal>;
-}
-
-interface DocumentedRoute {
-  method: string;
-  url: string;
-  schema: Record<string, unknown>;
 }
 
 /** Must run before any route is registered: it watches every route as it is added. */
@@ -74,14 +69,7 @@ export function registerObservability(app: FastifyInstance): void {
     done();
   });
 
-  const documented: DocumentedRoute[] = [];
-  app.addHook('onRoute', (route) => {
-    if (!route.url.startsWith('/api/') || route.schema?.response === undefined) return;
-    for (const method of [route.method].flat()) {
-      if (method !== 'HEAD')
-        documented.push({ method, url: route.url, schema: route.schema as Record<string, unknown> });
-    }
-  });
+  registerApiDocs(app);
 
   const metricsListener = app.config.metricsPort === null ? null : metricsOnlyApp(registry);
   app.decorate('metricsListener', metricsListener);
@@ -92,12 +80,6 @@ export function registerObservability(app: FastifyInstance): void {
       await metricsListener.close();
     });
   }
-
-  let document: unknown;
-  app.get('/openapi.json', async () => {
-    document ??= openApiDocument(app.config.baseUrl, documented);
-    return document;
-  });
 }
 
 function metricsRoute(registry: Registry) {
@@ -117,61 +99,4 @@ function metricsOnlyApp(registry: Registry): FastifyInstance {
   metrics.get('/metrics', metricsRoute(registry));
   metrics.setNotFoundHandler((_request, reply) => reply.code(404).send(ApiError.notFound().body));
   return metrics;
-}
-
-function openApiDocument(baseUrl: string, routes: DocumentedRoute[]): unknown {
-  const paths: Record<string, Record<string, unknown>> = {};
-  for (const { method, url, schema } of routes) {
-    const path = url.replace(/:(\w+)/g, '{$1}');
-    const query = (
-      schema.querystring as { properties?: Record<string, { description?: string }> } | undefined
-    )?.properties;
-    const parameters = [
-      ...[...url.matchAll(/:(\w+)/g)].map((m) => ({
-        name: m[1],
-        in: 'path',
-        required: true,
-        schema: { type: 'string' },
-      })),
-      ...Object.entries(query ?? {}).map(([name, property]) => ({
-        name,
-        in: 'query',
-        required: false,
-        description: property.description,
-        schema: { type: 'string' },
-      })),
-    ];
-    const responses = Object.fromEntries(
-      Object.entries(schema.response as Record<string, unknown>).map(([status, body]) => [
-        status,
-        { description: `HTTP ${status}`, content: { 'application/json': { schema: body } } },
-      ]),
-    );
-    paths[path] ??= {};
-    (paths[path] as Record<string, unknown>)[method.toLowerCase()] = {
-      summary: schema.summary,
-      security: [{ [url.startsWith('/api/v1/public/') ? 'apiKey' : 'oauth2']: [] }],
-      ...(parameters.length > 0 ? { parameters } : {}),
-      responses,
-    };
-  }
-  return {
-    openapi: '3.1.0',
-    info: { title: 'Safety Incident API', version: '1' },
-    servers: [{ url: baseUrl }],
-    components: {
-      securitySchemes: {
-        apiKey: {
-          type: 'http',
-          scheme: 'bearer',
-          description: 'API key: svc_ followed by 40 lowercase hex characters',
-        },
-        oauth2: {
-          type: 'openIdConnect',
-          openIdConnectUrl: `${baseUrl}${OAUTH_PATH}/.well-known/openid-configuration`,
-        },
-      },
-    },
-    paths,
-  };
 }

@@ -48,45 +48,6 @@ describe('operational endpoints', () => {
     assert.match(body, new RegExp(`http_request_duration_seconds_count\\{method="GET",${route}\\} 4\\n`));
     assert.match(body, /http_requests_total\{method="GET",route="unmatched",status_code="404"\} 2\n/);
   });
-
-  test('/openapi.json documents the public endpoints from the route schemas', async () => {
-    const res = await ctx.app.inject({ url: '/openapi.json' });
-    assert.equal(res.statusCode, 200);
-    const doc = res.json();
-    assert.equal(doc.openapi, '3.1.0');
-    for (const path of [
-      '/api/v1/public/incidents',
-      '/api/v1/public/incidents/{id}',
-      '/api/v1/public/users',
-      '/api/v1/public/departments',
-      '/api/v1/public/locations',
-    ]) {
-      assert.ok(doc.paths[path]?.get, path);
-    }
-    const list =
-      doc.paths['/api/v1/public/incidents'].get.responses['200'].content['application/json'].schema;
-    assert.deepEqual(Object.keys(list.properties.data.properties).sort(), ['data', 'pagination']);
-    assert.deepEqual(doc.paths['/api/v1/public/incidents/{id}'].get.parameters[0], {
-      name: 'id',
-      in: 'path',
-      required: true,
-      schema: { type: 'string' },
-    });
-    assert.deepEqual(
-      doc.paths['/api/v1/public/incidents'].get.parameters.map(
-        (p: { name: string; in: string }) => `${p.in}:${p.name}`,
-      ),
-      ['query:page', 'query:limit'],
-    );
-    assert.deepEqual(
-      doc.paths['/api/v1/incidents'].get.parameters.map(
-        (p: { name: string; in: string }) => `${p.in}:${p.name}`,
-      ),
-      ['query:_start', 'query:_limit'],
-    );
-    assert.ok(doc.paths['/api/v1/public/users'].get.responses['429']);
-    assert.deepEqual(doc.paths['/api/v1/public/users'].get.security, [{ apiKey: [] }]);
-  });
 });
 
 describe('/metrics on a listener of its own (METRICS_PORT)', () => {

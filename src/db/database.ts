@@ -14,6 +14,7 @@ import pg from 'pg';
 import { Lru } from '../lib/lru.ts';
 import { CommitWatch } from './commit-watch.ts';
 import type { Database } from './schema.ts';
+import { postgresSnapshots, registerSnapshots, sharedSnapshots, sqliteSnapshots } from './snapshot.ts';
 import { type BusyRetryOptions, ServerSqliteDialect } from './sqlite-driver.ts';
 import {
   isStoreUnavailable,
@@ -54,6 +55,17 @@ const PG_MIN_QUERY_MS = 500;
 /** When each checked-out connection was asked for (see `PG_CHECKOUT_BUDGET_MS`). */
 const checkoutStarts = new WeakMap<object, number>();
 const PG_POOL_SIZE = 10;
+/**
+ * Connections for snapshots (exports), apart from the pool requests are served from: at most this
+ * many exports run at once per instance; another waits for one as long as a request waits for a
+ * connection, then gets a 503.
+ */
+const PG_SNAPSHOT_POOL_SIZE = 4;
+/**
+ * A snapshot's transaction left idle this long (its export stalled without the HTTP connection
+ * closing) is ended by the server: a last guard against holding old row versions for ever.
+ */
+const PG_SNAPSHOT_IDLE_MS = 5 * 60_000;
 /** Requests allowed to wait for a pooled connection; beyond that they fail at once (503). */
 const PG_MAX_WAITING = 50;
 
@@ -83,11 +95,13 @@ function openSqlite(
   // (a bound, not an allocation) keeps a million-row import off the disk.
   sqlite.pragma('cache_size = -65536');
   const database = withStatementCache(sqlite);
+  const db = new Kysely<Database>({
+    dialect:
+      serverBusy === null ? new SqliteDialect({ database }) : new ServerSqliteDialect(database, serverBusy),
+  });
+  registerSnapshots(db, path === ':memory:' ? sharedSnapshots(db) : sqliteSnapshots(path));
   return {
-    db: new Kysely<Database>({
-      dialect:
-        serverBusy === null ? new SqliteDialect({ database }) : new ServerSqliteDialect(database, serverBusy),
-    }),
+    db,
     // An in-memory database answers `memory`: it has no WAL and no other connection.
     commitWatch: journalMode === 'wal' ? new CommitWatch(path) : null,
   };
@@ -233,31 +247,39 @@ function openPostgres(
   monitor: StoreMonitor | null,
 ): Kysely<Database> {
   const deadline = monitor === null ? null : { budgetMs: PG_CHECKOUT_BUDGET_MS, monitor };
-  const pool = new pg.Pool({
-    connectionString: databaseUrl,
-    max: PG_POOL_SIZE,
-    Client: class extends PreparingClient {
-      protected override queryDeadline = deadline;
-    },
-    // Bounds both opening a connection and waiting for a pooled one.
-    ...(monitor === null
-      ? {}
-      : { connectionTimeoutMillis: STORE_DEADLINE_MS, statement_timeout: STORE_DEADLINE_MS }),
-  });
-  // An idle connection whose server side went away (a restart, a failover, an administrator's
-  // kill) is reported here; unhandled, it would end the process. The pool drops that connection
-  // and opens a new one when next needed.
-  pool.on('error', (error) => {
-    // During an outage every idle connection dies at once: the monitor's one line says it all.
-    if (monitor !== null && isStoreUnavailable(error)) monitor.report(error);
-    else onIdleError(error);
-  });
-  // pg-pool listens for 'error' only while a connection is idle; one that dies while checked out
-  // (between two queries, or with none running) would emit it unheard and end the process. Its
-  // query, if any, fails on its own, and the pool discards the connection when it comes back.
-  pool.on('connect', (client) => {
-    client.on('error', (error) => monitor?.report(error));
-  });
+  const newPool = (max: number, extra: pg.PoolConfig = {}) => {
+    const pool = new pg.Pool({
+      connectionString: databaseUrl,
+      max,
+      Client: class extends PreparingClient {
+        protected override queryDeadline = deadline;
+      },
+      // Bounds both opening a connection and waiting for a pooled one.
+      ...(monitor === null
+        ? {}
+        : { connectionTimeoutMillis: STORE_DEADLINE_MS, statement_timeout: STORE_DEADLINE_MS }),
+      ...extra,
+    });
+    // An idle connection whose server side went away (a restart, a failover, an administrator's
+    // kill) is reported here; unhandled, it would end the process. The pool drops that connection
+    // and opens a new one when next needed.
+    pool.on('error', (error) => {
+      // During an outage every idle connection dies at once: the monitor's one line says it all.
+      if (monitor !== null && isStoreUnavailable(error)) monitor.report(error);
+      else onIdleError(error);
+    });
+    // pg-pool listens for 'error' only while a connection is idle; one that dies while checked out
+    // (between two queries, or with none running) would emit it unheard and end the process. Its
+    // query, if any, fails on its own, and the pool discards the connection when it comes back.
+    pool.on('connect', (client) => {
+      client.on('error', (error) => monitor?.report(error));
+    });
+    return pool;
+  };
+  const pool = newPool(PG_POOL_SIZE);
+  const snapshots = postgresSnapshots(
+    newPool(PG_SNAPSHOT_POOL_SIZE, { idle_in_transaction_session_timeout: PG_SNAPSHOT_IDLE_MS }),
+  );
   const bounded = {
     async connect() {
       if (monitor !== null && pool.waitingCount >= PG_MAX_WAITING) {
@@ -273,9 +295,13 @@ function openPostgres(
         throw error;
       }
     },
-    end: () => pool.end(),
+    end: async () => {
+      await Promise.all([pool.end(), snapshots.close()]);
+    },
   };
-  return new Kysely<Database>({ dialect: new PostgresDialect({ pool: bounded }) });
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: bounded }) });
+  registerSnapshots(db, snapshots);
+  return db;
 }
 
 function handleOf(

@@ -359,4 +359,22 @@ export const incidentRepository = {
       ) AS ranked
       WHERE incidents.id = ranked.id AND incidents.position <> ranked.rn`.execute(db);
   },
+
+  /**
+   * Up to `limit` incidents below position `below` (from the newest when null), newest first, with
+   * their positions: the list walked in keyset chunks, each an index range read.
+   */
+  async listBelowPosition(
+    db: Kysely<Database>,
+    accountId: string,
+    below: number | null,
+    limit: number,
+  ): Promise<(IncidentRow & { position: number })[]> {
+    let query = db
+      .selectFrom('incidents')
+      .select([...COLUMNS, 'position'])
+      .where('account_id', '=', accountId);
+    if (below !== null) query = query.where('position', '<', below);
+    return query.orderBy('position', 'desc').limit(limit).execute();
+  },
 };

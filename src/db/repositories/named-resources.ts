@@ -1,6 +1,7 @@
 import { type ExpressionBuilder, type Kysely, type Selectable, sql } from 'kysely';
 import type { Database, DepartmentsTable } from '../schema.ts';
 import { anyColumnChanged, type ChangeStamp } from './change-stamp.ts';
+import { afterNameKey, type NameKey, nameKey } from './by-name.ts';
 
 /** Departments and locations share one shape (`LocationsTable` is `DepartmentsTable`) and one set of queries. */
 export type NamedResourceTable = 'departments' | 'locations';
@@ -20,21 +21,35 @@ export type NamedResourceRow = Pick<NamedResourceInput, (typeof PUBLIC_NAMED_RES
 export const isPublicNamedResource = (eb: ExpressionBuilder<Database, NamedResourceTable>) =>
   eb('active', '=', 1);
 
+/** Active rows of the account, by name case-insensitively, then id. */
+function active(db: Kysely<Database>, table: NamedResourceTable, accountId: string) {
+  return db
+    .selectFrom(table)
+    .select(PUBLIC_NAMED_RESOURCE_COLUMNS)
+    .where('account_id', '=', accountId)
+    .where(isPublicNamedResource)
+    .orderBy(sql`lower(name)`)
+    .orderBy('id');
+}
+
 export const namedResourceRepository = {
-  /** Active rows of the account, by name case-insensitively, then id. */
   async listActive(
     db: Kysely<Database>,
     table: NamedResourceTable,
     accountId: string,
   ): Promise<NamedResourceRow[]> {
-    return db
-      .selectFrom(table)
-      .select(PUBLIC_NAMED_RESOURCE_COLUMNS)
-      .where('account_id', '=', accountId)
-      .where(isPublicNamedResource)
-      .orderBy(sql`lower(name)`)
-      .orderBy('id')
-      .execute();
+    return active(db, table, accountId).execute();
+  },
+
+  /** The list of `listActive` in chunks: up to `limit` rows after `after`, with their keys. */
+  async listActiveAfter(
+    db: Kysely<Database>,
+    table: NamedResourceTable,
+    accountId: string,
+    after: NameKey | null,
+    limit: number,
+  ): Promise<(NamedResourceRow & NameKey)[]> {
+    return active(db, table, accountId).select(nameKey).where(afterNameKey(after)).limit(limit).execute();
   },
 
   /** Inserts or updates by id; a row whose fields are unchanged keeps its place in the feed. */

@@ -1,6 +1,7 @@
 import { type ExpressionBuilder, type Kysely, type Selectable, sql } from 'kysely';
 import type { Database, UsersTable } from '../schema.ts';
 import { anyColumnChanged, type ChangeStamp } from './change-stamp.ts';
+import { afterNameKey, type NameKey, nameKey } from './by-name.ts';
 
 /** What the API shows of a user, in `UserSchema` order (the lists and the changes feed). */
 export const PUBLIC_USER_COLUMNS = [
@@ -41,17 +42,30 @@ export type UserInput = Omit<Selectable<UsersTable>, 'password_hash' | 'change_s
 /** What sign-in and the admin panel check about a person. */
 export type UserAccountRow = Omit<Selectable<UsersTable>, 'change_seq' | 'changed_at'>;
 
+/** Users the public API shows: active and not vendor support, by name case-insensitively, then id. */
+function visible(db: Kysely<Database>, accountId: string) {
+  return db
+    .selectFrom('users')
+    .select(PUBLIC_USER_COLUMNS)
+    .where('account_id', '=', accountId)
+    .where(isPublicUser)
+    .orderBy(sql`lower(name)`)
+    .orderBy('id');
+}
+
 export const userRepository = {
-  /** Users the public API shows: active and not vendor support, by name case-insensitively, then id. */
   async listVisible(db: Kysely<Database>, accountId: string): Promise<UserRow[]> {
-    return db
-      .selectFrom('users')
-      .select(PUBLIC_USER_COLUMNS)
-      .where('account_id', '=', accountId)
-      .where(isPublicUser)
-      .orderBy(sql`lower(name)`)
-      .orderBy('id')
-      .execute();
+    return visible(db, accountId).execute();
+  },
+
+  /** The list of `listVisible` in chunks: up to `limit` users after `after`, with their keys. */
+  async listVisibleAfter(
+    db: Kysely<Database>,
+    accountId: string,
+    after: NameKey | null,
+    limit: number,
+  ): Promise<(UserRow & NameKey)[]> {
+    return visible(db, accountId).select(nameKey).where(afterNameKey(after)).limit(limit).execute();
   },
 
   async findByEmail(db: Kysely<Database>, email: string): Promise<UserAccountRow | undefined> {

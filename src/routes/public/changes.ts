@@ -1,9 +1,10 @@
 import { Type } from 'typebox';
 import { ApiError } from '../../errors.ts';
+import { TAGS } from '../../schemas/openapi.ts';
 import {
   ChangesPageSchema,
-  ErrorSchema,
-  publicErrorResponses,
+  CodedErrorSchema,
+  INCIDENT_EXAMPLE,
   queryParameter,
   success,
 } from '../../schemas/public.ts';
@@ -39,20 +40,77 @@ export const changeRoutes: PublicRoutes = async (app) => {
       // column lists, so they hold those fields only, in the lists' order.
       serializerCompiler: () => (data) => JSON.stringify(data),
       schema: {
+        operationId: 'listChanges',
+        tags: [TAGS.changes.name],
         summary: 'Every record changed after a cursor, oldest change first, each once in its latest state',
+        description:
+          'A compacted log of the public data: incidents, users, departments and locations. Without a ' +
+          '`cursor` it starts from the beginning, so following `next_cursor` until `has_more` is false ' +
+          'is a full sync; afterwards the same cursor returns only what changed since. A record that ' +
+          'left the public view (deleted, deactivated, vendor support) is a `delete` with a null ' +
+          '`object`; one that came back is an `upsert`. `cursor=latest` returns no changes and a cursor ' +
+          'at the current head. Cursors are opaque and bound to the account: a garbled one is 400 ' +
+          '`INVALID_CURSOR`; one the feed can no longer continue from (older than the retention of ' +
+          'deletions, CHANGES_RETENTION_DAYS, default 400 days) is 410 `CURSOR_EXPIRED`, and the ' +
+          'client syncs again from no cursor.',
         querystring: Type.Object({
           cursor: queryParameter(
+            Type.String(),
             `The next_cursor of the previous page; none to start from the beginning (a full sync), "${LATEST_CURSOR}" for the current head`,
           ),
           limit: queryParameter(
+            Type.Integer({ minimum: 1, maximum: MAX_CHANGES_LIMIT, default: DEFAULT_CHANGES_LIMIT }),
             `Changes per page, 1 to ${MAX_CHANGES_LIMIT} (default ${DEFAULT_CHANGES_LIMIT}); above ${MAX_CHANGES_LIMIT} means ${MAX_CHANGES_LIMIT}, anything else ${DEFAULT_CHANGES_LIMIT}`,
           ),
         }),
         response: {
           200: success(ChangesPageSchema),
-          400: ErrorSchema,
-          410: ErrorSchema,
-          ...publicErrorResponses,
+          400: CodedErrorSchema,
+          410: CodedErrorSchema,
+        },
+      },
+      config: {
+        openapi: {
+          responses: {
+            200: {
+              description: 'One page of changes and the cursor to continue from. Not cached: no ETag.',
+              examples: {
+                page: {
+                  error: false,
+                  data: {
+                    data: [
+                      {
+                        seq: 1042,
+                        type: 'incident',
+                        op: 'upsert',
+                        id: INCIDENT_EXAMPLE.id,
+                        object: INCIDENT_EXAMPLE,
+                        changed_at: '2025-11-04T14:05:01.000Z',
+                      },
+                      {
+                        seq: 1043,
+                        type: 'incident',
+                        op: 'delete',
+                        id: '9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d',
+                        object: null,
+                        changed_at: '2025-11-04T14:05:01.000Z',
+                      },
+                    ],
+                    next_cursor: 'AQAAAAAEEwAAAAAEEmkJ3wCd0k5n1Xq3aVqT0yY7fQ',
+                    has_more: false,
+                  },
+                },
+              },
+            },
+            400: {
+              description: 'The cursor is not one this API issued to this account (`INVALID_CURSOR`).',
+              examples: { invalidCursor: ApiError.invalidCursor().body },
+            },
+            410: {
+              description: 'The feed can no longer continue from this cursor (`CURSOR_EXPIRED`): sync again.',
+              examples: { cursorExpired: ApiError.cursorExpired(400).body },
+            },
+          },
         },
       },
     },

@@ -1,10 +1,11 @@
 import { Type } from 'typebox';
 import { ApiError } from '../../errors.ts';
+import { documentedAs, HEADERS, NOT_MODIFIED, TAGS } from '../../schemas/openapi.ts';
 import {
   ErrorSchema,
+  INCIDENT_EXAMPLE,
   IncidentPaginationSchema,
   IncidentSchema,
-  publicErrorResponses,
   queryParameter,
   success,
 } from '../../schemas/public.ts';
@@ -31,18 +32,44 @@ export const incidentRoutes: PublicRoutes = async (app, { respond }) => {
     '/incidents',
     {
       schema: {
+        operationId: 'listIncidents',
+        tags: [TAGS.incidents.name],
         summary: 'List incidents, newest first',
+        description:
+          "Incidents of the key's account by creation time, newest first (then by id). Never a 400: a " +
+          '`page` or `limit` that is not a whole number of at least 1 falls back to its default, a ' +
+          '`limit` above 200 is reduced to 200, and a page past the last is empty with the true totals.',
         querystring: Type.Object({
-          page: queryParameter('Page number, from 1 (default 1); anything else falls back to 1'),
+          page: queryParameter(
+            Type.Integer({ minimum: 1, default: 1 }),
+            'Page number, from 1 (default 1); anything else falls back to 1',
+          ),
           limit: queryParameter(
-            'Incidents per page, 1 to 200 (default 50); above 200 means 200, anything else 50',
+            Type.Integer({ minimum: 1, maximum: MAX_PAGE_LIMIT, default: DEFAULT_PAGE_LIMIT }),
+            `Incidents per page, 1 to ${MAX_PAGE_LIMIT} (default ${DEFAULT_PAGE_LIMIT}); above ${MAX_PAGE_LIMIT} means ${MAX_PAGE_LIMIT}, anything else ${DEFAULT_PAGE_LIMIT}`,
           ),
         }),
         response: {
           200: success(
             Type.Object({ data: Type.Array(IncidentSchema), pagination: IncidentPaginationSchema }),
           ),
-          ...publicErrorResponses,
+        },
+      },
+      config: {
+        openapi: {
+          responses: {
+            200: {
+              description: 'One page of incidents and the pagination of the whole list.',
+              headers: [HEADERS.etag],
+              examples: {
+                firstPage: {
+                  error: false,
+                  data: { data: [INCIDENT_EXAMPLE], pagination: { page: 1, limit: 50, total: 1, pages: 1 } },
+                },
+              },
+            },
+            304: NOT_MODIFIED,
+          },
         },
       },
     },
@@ -68,9 +95,31 @@ export const incidentRoutes: PublicRoutes = async (app, { respond }) => {
     '/incidents/:id',
     {
       schema: {
+        operationId: 'getIncident',
+        tags: [TAGS.incidents.name],
         summary: 'Get one incident',
-        params: Type.Object({ id: Type.String() }),
-        response: { 200: success(IncidentSchema), 404: ErrorSchema, ...publicErrorResponses },
+        // Any text reaches the route, which answers 404 for what is not an incident of the account.
+        params: Type.Object({
+          id: documentedAs(Type.String({ description: 'Incident id' }), Type.String({ format: 'uuid' })),
+        }),
+        response: { 200: success(IncidentSchema), 404: ErrorSchema },
+      },
+      config: {
+        openapi: {
+          responses: {
+            200: {
+              description: 'The incident.',
+              headers: [HEADERS.etag],
+              examples: { incident: { error: false, data: INCIDENT_EXAMPLE } },
+            },
+            304: NOT_MODIFIED,
+            404: {
+              description:
+                "No incident with this id in the key's account: also another account's id, or an id that is not a UUID.",
+              examples: { notFound: { error: true, message: 'Incident not found' } },
+            },
+          },
+        },
       },
     },
     (request, reply) => {

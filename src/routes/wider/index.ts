@@ -5,10 +5,19 @@ import { ApiError } from '../../errors.ts';
 import type { TokenPrincipal } from '../../oauth/access-tokens.ts';
 import { apiScopeFor, type WiderApiResource } from '../../oauth/scopes.ts';
 import { BEARER_REALM as REALM } from '../../paths.ts';
-import { ErrorSchema, IncidentSchema, NamedResourceSchema, UserSchema } from '../../schemas/public.ts';
+import { TAGS } from '../../schemas/openapi.ts';
+import {
+  ErrorSchema,
+  INCIDENT_EXAMPLE,
+  IncidentSchema,
+  NAMED_RESOURCES,
+  USER_EXAMPLE,
+  UserSchema,
+} from '../../schemas/public.ts';
 import { directoryService, NAMED_RESOURCE_TABLES } from '../../services/directory-service.ts';
 import { incidentService } from '../../services/incident-service.ts';
 import {
+  DEFAULT_LIMIT,
   type PageRequest,
   PageQuerySchema,
   PaginationSchema,
@@ -79,14 +88,12 @@ function slice<T>(items: T[], page: PageRequest): T[] {
   return items.slice(page.start, page.start + page.limit);
 }
 
-const listResponses = (item: TSchema) => ({
-  200: Type.Object({ response: Type.Array(item), pagination: PaginationSchema }),
-  400: ErrorSchema,
-  401: ErrorSchema,
-  403: ErrorSchema,
-  429: ErrorSchema,
-  500: ErrorSchema,
-});
+const OPERATION_IDS: Record<WiderApiResource, string> = {
+  users: 'pageUsers',
+  departments: 'pageDepartments',
+  locations: 'pageLocations',
+  incidents: 'pageIncidents',
+};
 
 const admitUnrouted = admit(null);
 
@@ -112,18 +119,46 @@ export const widerApiRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   const list = <T>(
     resource: WiderApiResource,
-    item: TSchema,
+    item: { schema: TSchema; example: unknown },
     read: (accountId: string, page: PageRequest) => Promise<{ items: T[]; total: number }>,
   ) =>
     app.get(
       `/${resource}`,
       {
         schema: {
+          operationId: OPERATION_IDS[resource],
+          tags: [TAGS.widerApi.name],
           summary: `List ${resource}, paged`,
+          description: `The same records and order as the public API, ${DEFAULT_LIMIT} at a time unless \`_limit\` says otherwise. Needs an access token with the \`${apiScopeFor(resource)}\` scope.`,
+          security: [{ oauth2: [apiScopeFor(resource)] }],
           // Admits any value: `parsePageRequest` answers a bad or repeated `_start`/`_limit` with a
           // message that names it, in this API's error shape.
           querystring: PageQuerySchema,
-          response: listResponses(item),
+          response: {
+            200: Type.Object({ response: Type.Array(item.schema), pagination: PaginationSchema }),
+            400: ErrorSchema,
+          },
+        },
+        config: {
+          openapi: {
+            responses: {
+              200: {
+                description: `One page of ${resource} and the pagination of the whole list.`,
+                examples: {
+                  firstPage: {
+                    response: [item.example],
+                    pagination: { totalRecords: 1, perPage: 20, totalPages: 1, start: 0, currentPage: 1 },
+                  },
+                },
+              },
+              400: {
+                description: '`_start` or `_limit` is not a whole number in range; the message names it.',
+                examples: {
+                  badLimit: { error: true, message: '_limit must be a whole number from 1 to 100 (got "0")' },
+                },
+              },
+            },
+          },
         },
         // Route-level onRequest hooks run after the instance's token check, before any validation.
         onRequest: admit(apiScopeFor(resource)),
@@ -135,19 +170,19 @@ export const widerApiRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     );
 
-  list('users', UserSchema, async (accountId, page) => {
+  list('users', { schema: UserSchema, example: USER_EXAMPLE }, async (accountId, page) => {
     const users = await directoryService.listUsers(app.db, accountId);
     return { items: slice(users, page), total: users.length };
   });
 
   for (const table of NAMED_RESOURCE_TABLES) {
-    list(table, NamedResourceSchema, async (accountId, page) => {
+    list(table, NAMED_RESOURCES[table], async (accountId, page) => {
       const rows = await directoryService.listNamedResources(app.db, table, accountId);
       return { items: slice(rows, page), total: rows.length };
     });
   }
 
-  list('incidents', IncidentSchema, async (accountId, page) => {
+  list('incidents', { schema: IncidentSchema, example: INCIDENT_EXAMPLE }, async (accountId, page) => {
     const totals = await incidentService.totals(app.db, accountId);
     const total = totals.total;
     const items = await incidentService.listNewestFirst(app.db, accountId, totals, page.start, page.limit);

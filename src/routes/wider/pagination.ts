@@ -1,5 +1,6 @@
 import { type Static, Type } from 'typebox';
 import { ApiError } from '../../errors.ts';
+import { component } from '../../schemas/openapi.ts';
 import { queryParameter } from '../../schemas/public.ts';
 
 /** The wider API's paging convention: `_start` (offset, default 0) and `_limit` (default 20, at most 100). */
@@ -14,18 +15,30 @@ export interface PageRequest {
 
 /** Typed as the parser hands them over; `parsePageRequest`, not validation, refuses a bad one. */
 export const PageQuerySchema = Type.Object({
-  _start: queryParameter('Offset of the first record, a whole number from 0 (default 0)'),
-  _limit: queryParameter('Records per page, a whole number from 1 (default 20); above 100 means 100'),
+  _start: queryParameter(
+    Type.Integer({ minimum: 0, default: 0 }),
+    'Offset of the first record, a whole number from 0 (default 0); the next page starts at `start` + `_limit`',
+  ),
+  _limit: queryParameter(
+    Type.Integer({ minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT }),
+    `Records per page, a whole number from 1 (default ${DEFAULT_LIMIT}); above ${MAX_LIMIT} means ${MAX_LIMIT}`,
+  ),
 });
 type PageQuery = Static<typeof PageQuerySchema>;
 
-export const PaginationSchema = Type.Object({
-  totalRecords: Type.Integer(),
-  perPage: Type.Integer(),
-  totalPages: Type.Integer(),
-  start: Type.Integer(),
-  currentPage: Type.Integer({ description: '1-based' }),
-});
+export const PaginationSchema = component(
+  'Pagination',
+  Type.Object({
+    totalRecords: Type.Integer({ minimum: 0 }),
+    perPage: Type.Integer({ minimum: 1, maximum: MAX_LIMIT }),
+    totalPages: Type.Integer({ minimum: 0 }),
+    start: Type.Integer({ minimum: 0 }),
+    currentPage: Type.Integer({
+      minimum: 1,
+      description: '1-based; more pages exist while it is below totalPages',
+    }),
+  }),
+);
 export type Pagination = Static<typeof PaginationSchema>;
 
 const DIGITS = /^\d{1,15}$/;

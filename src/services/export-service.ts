@@ -1,0 +1,178 @@
+import { Readable } from 'node:stream';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import type { Kysely } from 'kysely';
+import { accountRepository } from '../db/repositories/accounts.ts';
+import type { NameKey } from '../db/repositories/by-name.ts';
+import { incidentRepository } from '../db/repositories/incidents.ts';
+import { namedResourceRepository } from '../db/repositories/named-resources.ts';
+import { userRepository } from '../db/repositories/users.ts';
+import type { Database } from '../db/schema.ts';
+import { openSnapshot } from '../db/snapshot.ts';
+import {
+  DepartmentSchema,
+  IncidentSchema,
+  LocationSchema,
+  toIncident,
+  UserSchema,
+} from '../schemas/public.ts';
+import { changeCursors } from './change-cursor.ts';
+
+/**
+ * Exports: an account's whole current set of one resource in one streamed response, read from one
+ * snapshot of the store (src/db/snapshot.ts) on a connection of its own, in the list endpoint's
+ * order and fields, with the feed position of that snapshot so that the changes feed continues
+ * exactly where the export stands.
+ *
+ * Rows are read in keyset chunks, each an index range read; the next chunk is read only when the
+ * response has taken the previous one (stream backpressure), after a turn of the event loop, so
+ * memory stays bounded whatever the size of the set and other requests are served meanwhile.
+ */
+
+export const EXPORT_RESOURCES = ['incidents', 'users', 'departments', 'locations'] as const;
+export type ExportResource = (typeof EXPORT_RESOURCES)[number];
+export const EXPORT_FORMATS = ['ndjson', 'csv'] as const;
+export type ExportFormat = (typeof EXPORT_FORMATS)[number];
+
+/** Rows per read: large enough that a query's cost is spread thin, small enough to keep memory flat. */
+const CHUNK_ROWS = 2000;
+
+/** A record as the list endpoint renders it, fields in the list's order. */
+type Rendered = Readonly<Record<string, string | number | null>>;
+
+interface ExportSource {
+  /** Field names in the list's order (its response schema's). */
+  fields: string[];
+  /** The set in the list's order, chunk by chunk, each record rendered as the list renders it. */
+  chunks(db: Kysely<Database>, accountId: string): AsyncGenerator<Rendered[]>;
+}
+
+/** Walks a by-name list (users, departments, locations) in chunks, dropping the walk's key. */
+async function* byName<Row extends NameKey>(
+  read: (after: NameKey | null) => Promise<Row[]>,
+): AsyncGenerator<Omit<Row, 'name_key'>[]> {
+  let after: NameKey | null = null;
+  for (;;) {
+    const rows = await read(after);
+    if (rows.length > 0) yield rows.map(({ name_key: _key, ...record }) => record);
+    const last = rows.at(-1);
+    if (last === undefined || rows.length < CHUNK_ROWS) return;
+    after = { name_key: last.name_key, id: last.id };
+  }
+}
+
+const SOURCES: Record<ExportResource, ExportSource> = {
+  incidents: {
+    fields: Object.keys(IncidentSchema.properties),
+    async *chunks(db, accountId) {
+      let below: number | null = null;
+      for (;;) {
+        const rows = await incidentRepository.listBelowPosition(db, accountId, below, CHUNK_ROWS);
+        if (rows.length > 0) yield rows.map(toIncident);
+        const last = rows.at(-1);
+        if (last === undefined || rows.length < CHUNK_ROWS) return;
+        below = last.position;
+      }
+    },
+  },
+  users: {
+    fields: Object.keys(UserSchema.properties),
+    chunks: (db, accountId) =>
+      byName((after) => userRepository.listVisibleAfter(db, accountId, after, CHUNK_ROWS)),
+  },
+  departments: {
+    fields: Object.keys(DepartmentSchema.properties),
+    chunks: (db, accountId) =>
+      byName((after) =>
+        namedResourceRepository.listActiveAfter(db, 'departments', accountId, after, CHUNK_ROWS),
+      ),
+  },
+  locations: {
+    fields: Object.keys(LocationSchema.properties),
+    chunks: (db, accountId) =>
+      byName((after) =>
+        namedResourceRepository.listActiveAfter(db, 'locations', accountId, after, CHUNK_ROWS),
+      ),
+  },
+};
+
+/** RFC 4180: a field is quoted when it holds a comma, a quote, CR or LF, its quotes doubled. */
+const NEEDS_QUOTES = /[",\r\n]/;
+
+function csvField(value: string | number | null | undefined): string {
+  if (value === null || value === undefined) return '';
+  const text = String(value);
+  return NEEDS_QUOTES.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+}
+
+function csvLine(values: (string | number | null | undefined)[]): string {
+  return `${values.map(csvField).join(',')}\r\n`;
+}
+
+/** Records as lines of the format: NDJSON, or CSV rows of `fields`. */
+function lines(format: ExportFormat, fields: string[], records: Rendered[]): string {
+  let text = '';
+  if (format === 'ndjson') for (const record of records) text += `${JSON.stringify(record)}\n`;
+  else for (const record of records) text += csvLine(fields.map((field) => record[field]));
+  return text;
+}
+
+/** The response body, as text chunks: NDJSON lines, or CSV (RFC 4180, CRLF) after a header row. */
+async function* encode(source: ExportSource, records: AsyncGenerator<Rendered[]>, format: ExportFormat) {
+  const { fields } = source;
+  if (format === 'csv') yield csvLine(fields);
+  let first = true;
+  for await (const chunk of records) {
+    // The first chunk goes out at once; each later one after the event loop has had a turn.
+    if (!first) await nextTurn();
+    first = false;
+    yield lines(format, fields, chunk);
+  }
+}
+
+/** A whole export file of these records, as the endpoint writes it (the document's examples). */
+export function exportFile(resource: ExportResource, format: ExportFormat, records: Rendered[]): string {
+  const { fields } = SOURCES[resource];
+  return (format === 'csv' ? csvLine(fields) : '') + lines(format, fields, records);
+}
+
+export interface Export {
+  /** The changes feed cursor of the snapshot's position: `/changes` continues from here. */
+  cursor: string;
+  /** The body; reading it to its end, destroying it or a failure releases the snapshot. */
+  body: Readable;
+}
+
+export const exportService = {
+  /**
+   * Opens a snapshot and reads its feed head; the rows are read as `body` is. A failure here (the
+   * store unavailable) comes before any byte of the response.
+   */
+  async open(
+    db: Kysely<Database>,
+    accountId: string,
+    resource: ExportResource,
+    format: ExportFormat,
+  ): Promise<Export> {
+    const cursors = await changeCursors(db);
+    const snapshot = await openSnapshot(db);
+    let head: number;
+    try {
+      // The snapshot's first read: the head and every row after it come from the same state.
+      head = (await accountRepository.findById(snapshot.db, accountId))?.data_version ?? 0;
+    } catch (error) {
+      await snapshot.release();
+      throw error;
+    }
+    const source = SOURCES[resource];
+    const body = Readable.from(encode(source, source.chunks(snapshot.db, accountId), format), {
+      objectMode: false,
+    });
+    // 'close' comes once the generator has finished, also when destroyed before it started or in
+    // the middle of a read (Readable.from waits for the generator's return): never under a query.
+    body.once('close', () => {
+      snapshot.release().catch(() => {});
+    });
+    const issuedAt = Math.floor(Date.now() / 1000);
+    return { cursor: cursors.encode(accountId, { position: head, bound: head, issuedAt }), body };
+  },
+};
