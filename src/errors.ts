@@ -61,6 +61,27 @@ export class ApiError extends Error {
     );
   }
 
+  /** A changes-feed cursor this service did not issue to this account (garbled, altered, another's). */
+  static invalidCursor(): ApiError {
+    return new ApiError(
+      400,
+      'INVALID_CURSOR',
+      'The cursor is not one this API issued to this account: send next_cursor exactly as received, or start again without a cursor.',
+    );
+  }
+
+  /**
+   * A changes-feed cursor the feed can no longer continue without perhaps missing a change (older
+   * than the retention, or a deletion it had not reached was purged): the client must sync again.
+   */
+  static cursorExpired(retentionDays: number): ApiError {
+    return new ApiError(
+      410,
+      'CURSOR_EXPIRED',
+      `The cursor has expired: the feed keeps deletions for ${retentionDays} days and can no longer continue from it. Start again without a cursor (a full sync).`,
+    );
+  }
+
   static notFound(message = 'Not found'): ApiError {
     return new ApiError(404, null, message);
   }

@@ -173,6 +173,15 @@ export async function seedIncidents(
   return rows;
 }
 
+/** A deterministic source of numbers in [0, 1), so a randomized test's failure can be replayed. */
+export function random(seed: number): () => number {
+  let state = seed;
+  return () => {
+    state = (state * 1_103_515_245 + 12_345) % 2 ** 31;
+    return state / 2 ** 31;
+  };
+}
+
 /** A log destination that keeps every line, parsed, for a test to read. */
 export function captureLog(): {
   stream: DestinationStream;

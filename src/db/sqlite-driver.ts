@@ -5,6 +5,7 @@ import {
   type QueryResult,
   SqliteDialect,
   type SqliteDatabase,
+  type TransactionSettings,
 } from 'kysely';
 import { StoreUnavailableError } from './store-health.ts';
 
@@ -14,7 +15,9 @@ import { StoreUnavailableError } from './store-health.ts';
  * for seconds. Here the connection never waits inside SQLite (busy_timeout 0): a statement that
  * meets SQLITE_BUSY is tried again after a short sleep, with the event loop free, until a deadline;
  * past it the store counts as unavailable (503). Transactions begin with BEGIN IMMEDIATE, so the
- * write lock is taken (or found busy) at BEGIN, where trying again is safe, and never halfway.
+ * write lock is taken (or found busy) at BEGIN, where trying again is safe, and never halfway. A
+ * transaction begun as `read only` is a plain BEGIN instead: a consistent snapshot (WAL readers
+ * never wait for a writer), which must not wait for, or hold off, another process's import.
  */
 
 export interface BusyRetryOptions {
@@ -57,7 +60,7 @@ class ServerSqliteDriver implements Driver {
     return new ServerSqliteConnection(this);
   }
 
-  async beginTransaction(connection: DatabaseConnection): Promise<void> {
+  async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
     const previous = this.transactionQueue;
     this.transactionQueue = new Promise((resolve) => {
       this.releaseQueue = resolve;
@@ -67,7 +70,8 @@ class ServerSqliteDriver implements Driver {
     try {
       // The handle has no transaction open here: BEGIN IMMEDIATE either takes the write lock or
       // meets SQLITE_BUSY having changed nothing.
-      await this.withBusyRetry(() => this.run('begin immediate', []));
+      const begin = settings.accessMode === 'read only' ? 'begin' : 'begin immediate';
+      await this.withBusyRetry(() => this.run(begin, []));
     } catch (error) {
       release();
       throw error;

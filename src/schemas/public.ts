@@ -173,3 +173,49 @@ export const NAMED_RESOURCES = {
   departments: { schema: DepartmentSchema, example: DEPARTMENT_EXAMPLE },
   locations: { schema: LocationSchema, example: LOCATION_EXAMPLE },
 };
+
+/** A change of the changes feed whose record, while it is in the public view, looks like `object`. */
+const changeOf = <
+  K extends string,
+  T extends typeof IncidentSchema | typeof UserSchema | typeof DepartmentSchema | typeof LocationSchema,
+>(
+  name: string,
+  type: K,
+  object: T,
+) =>
+  component(
+    name,
+    Type.Object({
+      seq: Type.Integer({ minimum: 1, description: "The change's place in the account's feed, ascending" }),
+      type: Type.Literal(type),
+      op: Type.Union([Type.Literal('upsert'), Type.Literal('delete')], {
+        description:
+          '`upsert`: the record as it now is; `delete`: it left the public view (deleted, inactive, vendor support) and `object` is null',
+      }),
+      id: Type.String({ format: 'uuid' }),
+      object: Type.Union([object, Type.Null()], {
+        description: 'As the list endpoint shows it; null for a delete',
+      }),
+      changed_at: Type.String({ format: 'date-time', description: 'When the change was written' }),
+    }),
+  );
+
+export const ChangeSchema = Type.Union([
+  changeOf('IncidentChange', 'incident', IncidentSchema),
+  changeOf('UserChange', 'user', UserSchema),
+  changeOf('DepartmentChange', 'department', DepartmentSchema),
+  changeOf('LocationChange', 'location', LocationSchema),
+]);
+export type Change = Static<typeof ChangeSchema>;
+
+export const ChangesPageSchema = component(
+  'ChangesPage',
+  Type.Object({
+    data: Type.Array(ChangeSchema, { description: 'Oldest change first, each record at most once' }),
+    next_cursor: Type.String({ description: 'Opaque: send it as `cursor` to continue after this page' }),
+    has_more: Type.Boolean({
+      description: 'Whether changes exist after `next_cursor` now; false: poll again later with it',
+    }),
+  }),
+);
+export type ChangesPage = Static<typeof ChangesPageSchema>;

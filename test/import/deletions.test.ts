@@ -3,25 +3,8 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { importFile } from '../../src/import/import.ts';
 import { incidentService } from '../../src/services/incident-service.ts';
-import { bearer, createTestContext, STORES, seedKey, type TestContext } from '../helpers.ts';
-import { account, incident, ndjson } from './files.ts';
-
-/** A deterministic shuffle source, so a failure can be replayed. */
-function random(seed: number): () => number {
-  let state = seed;
-  return () => {
-    state = (state * 1_103_515_245 + 12_345) % 2 ** 31;
-    return state / 2 ** 31;
-  };
-}
-
-const minute = (n: number) => new Date(Date.UTC(2025, 0, 1) + n * 60_000).toISOString();
-const gone = (type: string, id: string, accountId: string) => ({
-  type,
-  id,
-  account_id: accountId,
-  deleted: true,
-});
+import { bearer, createTestContext, random, STORES, seedKey, type TestContext } from '../helpers.ts';
+import { account, gone, incident, minute, ndjson } from './files.ts';
 
 for (const store of STORES) {
   describe(`import: deletions (${store})`, () => {

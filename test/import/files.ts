@@ -39,3 +39,14 @@ export const incident = (accountId: string, n: number, createdAt: string, extra:
   created_at: createdAt,
   ...extra,
 });
+
+/** `n` minutes into 2025, in the form imports and the API write. */
+export const minute = (n: number) => new Date(Date.UTC(2025, 0, 1) + n * 60_000).toISOString();
+
+/** A `"deleted": true` record. */
+export const gone = (type: string, id: string, accountId: string) => ({
+  type,
+  id,
+  account_id: accountId,
+  deleted: true,
+});

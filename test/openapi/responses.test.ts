@@ -106,7 +106,14 @@ for (const store of STORES) {
     });
 
     test('public API: every write method on every path is 403 for a read key, 405 for a read-write key', async () => {
-      for (const path of ['incidents', `incidents/${incidentId}`, 'users', 'departments', 'locations']) {
+      for (const path of [
+        'incidents',
+        `incidents/${incidentId}`,
+        'users',
+        'departments',
+        'locations',
+        'changes',
+      ]) {
         for (const method of WRITE_METHODS) {
           const url = `/api/v1/public/${path}`;
           assert.equal((await send(method, url, bearer(readKey))).statusCode, 403);
@@ -148,6 +155,22 @@ for (const store of STORES) {
       const own = (await oidc.clientCredentialsGrant(config, { scope: 'users:read' })).access_token;
       assert.equal((await send('GET', '/api/v1/users', bearer(own))).statusCode, 200);
       assert.equal((await send('GET', '/api/v1/users', bearer(own))).statusCode, 429);
+    });
+
+    test('changes feed: 200 with changes and at the head, 400 for a garbled cursor, 410 for an expired one', async () => {
+      const url = '/api/v1/public/changes';
+      const first = await send('GET', `${url}?limit=3`, bearer(readKey));
+      assert.equal(first.statusCode, 200);
+      assert.notDeepEqual(first.json().data.data, []);
+      assert.equal((await send('GET', `${url}?cursor=latest`, bearer(readKey))).statusCode, 200);
+      assert.equal((await send('GET', `${url}?cursor=garbled`, bearer(readKey))).statusCode, 400);
+      const { db } = server.ctx;
+      const purged = await seedAccount(db);
+      const key = await seedKey(db, purged);
+      await seedIncidents(db, purged, 2);
+      const early = (await send('GET', `${url}?limit=1`, bearer(key.rawKey))).json().data.next_cursor;
+      await db.updateTable('accounts').set({ changes_purged_seq: 2 }).where('id', '=', purged).execute();
+      assert.equal((await send('GET', `${url}?cursor=${early}`, bearer(key.rawKey))).statusCode, 410);
     });
 
     test('every documented operation was answered and checked', () => {

@@ -1,4 +1,4 @@
-import { type Kysely, type Selectable, sql } from 'kysely';
+import { type ExpressionBuilder, type Kysely, type Selectable, sql } from 'kysely';
 import type { Database, DepartmentsTable } from '../schema.ts';
 import { anyColumnChanged, type ChangeStamp } from './change-stamp.ts';
 import { afterNameKey, type NameKey, nameKey } from './by-name.ts';
@@ -8,16 +8,26 @@ export type NamedResourceTable = 'departments' | 'locations';
 
 export type NamedResourceInput = Omit<Selectable<DepartmentsTable>, 'change_seq' | 'changed_at'>;
 
+/** What the API shows of a department or location (the lists and the changes feed). */
+export const PUBLIC_NAMED_RESOURCE_COLUMNS = ['id', 'name', 'created_at'] as const;
+
 /** A department or location as the API shows it. */
-export type NamedResourceRow = Pick<NamedResourceInput, 'id' | 'name' | 'created_at'>;
+export type NamedResourceRow = Pick<NamedResourceInput, (typeof PUBLIC_NAMED_RESOURCE_COLUMNS)[number]>;
+
+/**
+ * The departments and locations the public API shows: the active ones. The one statement of the
+ * rule: the lists filter by it, and the changes feed turns a row it excludes into a deletion.
+ */
+export const isPublicNamedResource = (eb: ExpressionBuilder<Database, NamedResourceTable>) =>
+  eb('active', '=', 1);
 
 /** Active rows of the account, by name case-insensitively, then id. */
 function active(db: Kysely<Database>, table: NamedResourceTable, accountId: string) {
   return db
     .selectFrom(table)
-    .select(['id', 'name', 'created_at'])
+    .select(PUBLIC_NAMED_RESOURCE_COLUMNS)
     .where('account_id', '=', accountId)
-    .where('active', '=', 1)
+    .where(isPublicNamedResource)
     .orderBy(sql`lower(name)`)
     .orderBy('id');
 }

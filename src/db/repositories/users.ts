@@ -1,9 +1,18 @@
-import { type Kysely, type Selectable, sql } from 'kysely';
+import { type ExpressionBuilder, type Kysely, type Selectable, sql } from 'kysely';
 import type { Database, UsersTable } from '../schema.ts';
 import { anyColumnChanged, type ChangeStamp } from './change-stamp.ts';
 import { afterNameKey, type NameKey, nameKey } from './by-name.ts';
 
-const PUBLIC_COLUMNS = ['id', 'name', 'email', 'role', 'department', 'job_title', 'created_at'] as const;
+/** What the API shows of a user, in `UserSchema` order (the lists and the changes feed). */
+export const PUBLIC_USER_COLUMNS = [
+  'id',
+  'name',
+  'email',
+  'role',
+  'department',
+  'job_title',
+  'created_at',
+] as const;
 
 /** The columns an import may change. */
 const UPDATED_COLUMNS = [
@@ -18,7 +27,14 @@ const UPDATED_COLUMNS = [
 ] as const;
 
 /** A user as the API shows it. */
-export type UserRow = Pick<Selectable<UsersTable>, (typeof PUBLIC_COLUMNS)[number]>;
+export type UserRow = Pick<Selectable<UsersTable>, (typeof PUBLIC_USER_COLUMNS)[number]>;
+
+/**
+ * The users the public API shows: active and not vendor support. The one statement of the rule:
+ * the list filters by it, and the changes feed turns a user it excludes into a deletion.
+ */
+export const isPublicUser = (eb: ExpressionBuilder<Database, 'users'>) =>
+  eb.and([eb('active', '=', 1), eb('vendor_support', '=', 0)]);
 
 /** What an import writes: a password is only ever set by `users set-password`. */
 export type UserInput = Omit<Selectable<UsersTable>, 'password_hash' | 'change_seq' | 'changed_at'>;
@@ -30,10 +46,9 @@ export type UserAccountRow = Omit<Selectable<UsersTable>, 'change_seq' | 'change
 function visible(db: Kysely<Database>, accountId: string) {
   return db
     .selectFrom('users')
-    .select(PUBLIC_COLUMNS)
+    .select(PUBLIC_USER_COLUMNS)
     .where('account_id', '=', accountId)
-    .where('active', '=', 1)
-    .where('vendor_support', '=', 0)
+    .where(isPublicUser)
     .orderBy(sql`lower(name)`)
     .orderBy('id');
 }
@@ -56,7 +71,7 @@ export const userRepository = {
   async findByEmail(db: Kysely<Database>, email: string): Promise<UserAccountRow | undefined> {
     return db
       .selectFrom('users')
-      .select([...PUBLIC_COLUMNS, 'account_id', 'active', 'vendor_support', 'password_hash'])
+      .select([...PUBLIC_USER_COLUMNS, 'account_id', 'active', 'vendor_support', 'password_hash'])
       .where(sql`lower(email)`, '=', email.toLowerCase())
       .executeTakeFirst();
   },
@@ -64,7 +79,7 @@ export const userRepository = {
   async findById(db: Kysely<Database>, id: string): Promise<UserAccountRow | undefined> {
     return db
       .selectFrom('users')
-      .select([...PUBLIC_COLUMNS, 'account_id', 'active', 'vendor_support', 'password_hash'])
+      .select([...PUBLIC_USER_COLUMNS, 'account_id', 'active', 'vendor_support', 'password_hash'])
       .where('id', '=', id)
       .executeTakeFirst();
   },

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { authenticateApiKey } from '../../auth/api-keys.ts';
 import { ApiError } from '../../errors.ts';
+import { changeRoutes } from './changes.ts';
 import { departmentAndLocationRoutes } from './departments-and-locations.ts';
 import { exportRoutes } from './exports.ts';
 import { incidentRoutes } from './incidents.ts';
@@ -15,7 +16,13 @@ const RESPONSE_CACHE_BYTES = 32 * 1024 * 1024;
  * 404 and 405 answers (`unrouted`), caching and ETags, metrics and the OpenAPI document all
  * come with the registration.
  */
-const PUBLIC_ROUTES: PublicRoutes[] = [incidentRoutes, userRoutes, departmentAndLocationRoutes, exportRoutes];
+const PUBLIC_ROUTES: PublicRoutes[] = [
+  incidentRoutes,
+  userRoutes,
+  departmentAndLocationRoutes,
+  exportRoutes,
+  changeRoutes,
+];
 
 /**
  * What no route takes: an unknown path, or a method other than GET and HEAD (a `read` key was

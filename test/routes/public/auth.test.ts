@@ -148,7 +148,14 @@ for (const store of STORES) {
       // endpoint is covered here without being named.
       const doc = (await ctx.app.inject({ url: '/openapi.json' })).json();
       const paths = Object.keys(doc.paths).filter((path) => path.startsWith('/api/v1/public/'));
-      for (const known of ['/incidents', '/incidents/{id}', '/users', '/departments', '/locations']) {
+      for (const known of [
+        '/incidents',
+        '/incidents/{id}',
+        '/users',
+        '/departments',
+        '/locations',
+        '/changes',
+      ]) {
         assert.ok(paths.includes(`/api/v1/public${known}`), known);
       }
       for (const path of paths) {

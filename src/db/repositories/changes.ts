@@ -1,0 +1,111 @@
+import type { ExpressionBuilder, Kysely, Selectable } from 'kysely';
+import type { Database, IncidentsTable, IncidentTombstonesTable } from '../schema.ts';
+import {
+  isPublicNamedResource,
+  type NamedResourceRow,
+  type NamedResourceTable,
+  PUBLIC_NAMED_RESOURCE_COLUMNS,
+} from './named-resources.ts';
+import { isPublicUser, PUBLIC_USER_COLUMNS, type UserRow } from './users.ts';
+
+/**
+ * The changes feed's reads (docs/architecture.md, "Changes and deletions"). Each public record
+ * row carries the seq of its latest change, so the changes of an account in a seq range are one
+ * range read on the (account_id, change_seq) index of each table that holds them: no sort, no
+ * count, no offset, whatever the table's size.
+ */
+
+/** The seqs a read covers: after `after`, up to and including `upTo`, the first `limit` of them. */
+export interface SeqRange {
+  after: number;
+  upTo: number;
+  limit: number;
+}
+
+/** Where the account's feed stands: its head (the last seq given out) and the last seq purged. */
+export interface FeedState {
+  head: number;
+  purgedSeq: number;
+}
+
+/** Where a record's latest change sits in the feed. */
+type ChangePlace = Pick<Selectable<IncidentsTable>, 'change_seq' | 'changed_at'>;
+
+/** `visible`: 1 when the public view shows the record, 0 when the feed reports it deleted. */
+export type UserChangeRow = UserRow & ChangePlace & { visible: number };
+export type NamedResourceChangeRow = NamedResourceRow & ChangePlace & { visible: number };
+export type IncidentTombstoneRow = Omit<Selectable<IncidentTombstonesTable>, 'account_id'>;
+
+type FeedTable = 'incidents' | 'incident_tombstones' | 'users' | NamedResourceTable;
+
+function inRange(accountId: string, { after, upTo }: SeqRange) {
+  return (eb: ExpressionBuilder<Database, FeedTable>) =>
+    eb.and([eb('account_id', '=', accountId), eb('change_seq', '>', after), eb('change_seq', '<=', upTo)]);
+}
+
+export const changeRepository = {
+  async feedState(db: Kysely<Database>, accountId: string): Promise<FeedState | undefined> {
+    const row = await db
+      .selectFrom('accounts')
+      .select(['data_version', 'changes_purged_seq'])
+      .where('id', '=', accountId)
+      .executeTakeFirst();
+    return row === undefined ? undefined : { head: row.data_version, purgedSeq: row.changes_purged_seq };
+  },
+
+  /** Every column: the feed shows what the list shows, which is all of it but the account and position. */
+  async incidents(
+    db: Kysely<Database>,
+    accountId: string,
+    range: SeqRange,
+  ): Promise<Selectable<IncidentsTable>[]> {
+    return db
+      .selectFrom('incidents')
+      .selectAll()
+      .where(inRange(accountId, range))
+      .orderBy('change_seq')
+      .limit(range.limit)
+      .execute();
+  },
+
+  async incidentTombstones(
+    db: Kysely<Database>,
+    accountId: string,
+    range: SeqRange,
+  ): Promise<IncidentTombstoneRow[]> {
+    return db
+      .selectFrom('incident_tombstones')
+      .select(['id', 'change_seq', 'changed_at'])
+      .where(inRange(accountId, range))
+      .orderBy('change_seq')
+      .limit(range.limit)
+      .execute();
+  },
+
+  async users(db: Kysely<Database>, accountId: string, range: SeqRange): Promise<UserChangeRow[]> {
+    return db
+      .selectFrom('users')
+      .select([...PUBLIC_USER_COLUMNS, 'change_seq', 'changed_at'])
+      .select((eb) => eb.case().when(isPublicUser(eb)).then(1).else(0).end().as('visible'))
+      .where(inRange(accountId, range))
+      .orderBy('change_seq')
+      .limit(range.limit)
+      .execute();
+  },
+
+  async namedResources(
+    db: Kysely<Database>,
+    table: NamedResourceTable,
+    accountId: string,
+    range: SeqRange,
+  ): Promise<NamedResourceChangeRow[]> {
+    return db
+      .selectFrom(table)
+      .select([...PUBLIC_NAMED_RESOURCE_COLUMNS, 'change_seq', 'changed_at'])
+      .select((eb) => eb.case().when(isPublicNamedResource(eb)).then(1).else(0).end().as('visible'))
+      .where(inRange(accountId, range))
+      .orderBy('change_seq')
+      .limit(range.limit)
+      .execute();
+  },
+};

@@ -1,0 +1,136 @@
+import { Type } from 'typebox';
+import { ApiError } from '../../errors.ts';
+import { TAGS } from '../../schemas/openapi.ts';
+import {
+  ChangesPageSchema,
+  CodedErrorSchema,
+  INCIDENT_EXAMPLE,
+  queryParameter,
+  success,
+} from '../../schemas/public.ts';
+import { changeFeedService, LATEST_CURSOR } from '../../services/change-feed-service.ts';
+import { parsePositiveInteger } from './incidents.ts';
+import type { PublicRoutes } from './response-cache.ts';
+
+export const DEFAULT_CHANGES_LIMIT = 100;
+export const MAX_CHANGES_LIMIT = 1000;
+
+/**
+ * `GET /changes`, the changes feed (DESIGN.md, "Changes feed").
+ *
+ * It answers without the response cache (`respond`). A page would be cacheable once its cursor
+ * is checked (it follows from the account, its data version, the cursor and the limit), but:
+ * - a catch-up walk asks for each page once, so caching its pages (up to about 400 KB each at
+ *   limit=1000) only pushes the list pages, which are asked for again and again, out of the
+ *   shared cache: a walk over a million incidents would pass 350 MB through a 32 MB cache;
+ * - the one page that is asked for again, the empty page at the head, would hand out the cursor
+ *   it was first issued with, whose `issuedAt` ages until CHANGES_RETENTION_DAYS expires it while
+ *   the client keeps polling (an ETag and a 304 would do the same), and it costs a snapshot read
+ *   of one account row and five empty index ranges, no more than a list page's read.
+ */
+export const changeRoutes: PublicRoutes = async (app) => {
+  app.get(
+    '/changes',
+    {
+      // The schemas below describe the responses (the OpenAPI document); JSON.stringify writes
+      // them. A change's shape depends on its `type`, a union that Fastify's serializer resolves
+      // by validating every change against each variant in turn, formats included: about as slow
+      // as the rest of a page, and a stored value its format refuses (an email like "a b@c")
+      // would turn the page into a 500. The objects come from the list endpoints' renderers and
+      // column lists, so they hold those fields only, in the lists' order.
+      serializerCompiler: () => (data) => JSON.stringify(data),
+      schema: {
+        operationId: 'listChanges',
+        tags: [TAGS.changes.name],
+        summary: 'Every record changed after a cursor, oldest change first, each once in its latest state',
+        description:
+          'A compacted log of the public data: incidents, users, departments and locations. Without a ' +
+          '`cursor` it starts from the beginning, so following `next_cursor` until `has_more` is false ' +
+          'is a full sync; afterwards the same cursor returns only what changed since. A record that ' +
+          'left the public view (deleted, deactivated, vendor support) is a `delete` with a null ' +
+          '`object`; one that came back is an `upsert`. `cursor=latest` returns no changes and a cursor ' +
+          'at the current head. Cursors are opaque and bound to the account: a garbled one is 400 ' +
+          '`INVALID_CURSOR`; one the feed can no longer continue from (older than the retention of ' +
+          'deletions, CHANGES_RETENTION_DAYS, default 400 days) is 410 `CURSOR_EXPIRED`, and the ' +
+          'client syncs again from no cursor.',
+        querystring: Type.Object({
+          cursor: queryParameter(
+            Type.String(),
+            `The next_cursor of the previous page; none to start from the beginning (a full sync), "${LATEST_CURSOR}" for the current head`,
+          ),
+          limit: queryParameter(
+            Type.Integer({ minimum: 1, maximum: MAX_CHANGES_LIMIT, default: DEFAULT_CHANGES_LIMIT }),
+            `Changes per page, 1 to ${MAX_CHANGES_LIMIT} (default ${DEFAULT_CHANGES_LIMIT}); above ${MAX_CHANGES_LIMIT} means ${MAX_CHANGES_LIMIT}, anything else ${DEFAULT_CHANGES_LIMIT}`,
+          ),
+        }),
+        response: {
+          200: success(ChangesPageSchema),
+          400: CodedErrorSchema,
+          410: CodedErrorSchema,
+        },
+      },
+      config: {
+        openapi: {
+          responses: {
+            200: {
+              description: 'One page of changes and the cursor to continue from. Not cached: no ETag.',
+              examples: {
+                page: {
+                  error: false,
+                  data: {
+                    data: [
+                      {
+                        seq: 1042,
+                        type: 'incident',
+                        op: 'upsert',
+                        id: INCIDENT_EXAMPLE.id,
+                        object: INCIDENT_EXAMPLE,
+                        changed_at: '2025-11-04T14:05:01.000Z',
+                      },
+                      {
+                        seq: 1043,
+                        type: 'incident',
+                        op: 'delete',
+                        id: '9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d',
+                        object: null,
+                        changed_at: '2025-11-04T14:05:01.000Z',
+                      },
+                    ],
+                    next_cursor: 'AQAAAAAEEwAAAAAEEmkJ3wCd0k5n1Xq3aVqT0yY7fQ',
+                    has_more: false,
+                  },
+                },
+              },
+            },
+            400: {
+              description: 'The cursor is not one this API issued to this account (`INVALID_CURSOR`).',
+              examples: { invalidCursor: ApiError.invalidCursor().body },
+            },
+            410: {
+              description: 'The feed can no longer continue from this cursor (`CURSOR_EXPIRED`): sync again.',
+              examples: { cursorExpired: ApiError.cursorExpired(400).body },
+            },
+          },
+        },
+      },
+    },
+    async (request) => {
+      const { cursor } = request.query;
+      // A repeated `cursor` names no one position.
+      if (Array.isArray(cursor)) throw ApiError.invalidCursor();
+      const limit = Math.min(
+        parsePositiveInteger(request.query.limit, DEFAULT_CHANGES_LIMIT),
+        MAX_CHANGES_LIMIT,
+      );
+      return {
+        error: false as const,
+        data: await changeFeedService.page(app.db, request.apiKey.account_id, {
+          // `?cursor=` (empty) is no cursor, as a client building its first URL sends it.
+          cursor: cursor === '' ? undefined : cursor,
+          limit,
+          retentionDays: app.config.changesRetentionDays,
+        }),
+      };
+    },
+  );
+};

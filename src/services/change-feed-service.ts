@@ -1,0 +1,155 @@
+import type { Kysely } from 'kysely';
+import { changeRepository, type SeqRange } from '../db/repositories/changes.ts';
+import type { NamedResourceTable } from '../db/repositories/named-resources.ts';
+import type { Database } from '../db/schema.ts';
+import { ApiError } from '../errors.ts';
+import { type Change, type ChangesPage, toIncident } from '../schemas/public.ts';
+import { changeCursors } from './change-cursor.ts';
+import { NAMED_RESOURCE_TABLES } from './directory-service.ts';
+
+/**
+ * The changes feed (DESIGN.md, "Changes feed"; docs/architecture.md, "Changes and deletions").
+ *
+ * Every record row holds the seq of its latest change, so the feed is compacted by construction:
+ * reading the rows whose seq lies in a range gives each changed record once, in its latest state.
+ * A walk goes in passes: a pass delivers the seqs in (position, bound], where `bound` is the head
+ * when the pass began. A record changed during the pass gets a seq above the bound: its old seq
+ * leaves the range (so it is not delivered twice in the pass) and it comes in the next pass, which
+ * begins when the position reaches the bound, with the head of that moment as its bound.
+ */
+
+/** The `cursor` value that asks for no changes, only a cursor at the current head. */
+export const LATEST_CURSOR = 'latest';
+
+const SECONDS_PER_DAY = 86_400;
+
+export interface FeedRequest {
+  /** As the client sent it: none (from the start), `latest`, or a cursor this feed issued. */
+  cursor: string | undefined;
+  /** Changes per page, already normalized. */
+  limit: number;
+  /** CHANGES_RETENTION_DAYS: how long the feed keeps deletions, and a cursor stays valid. */
+  retentionDays: number;
+}
+
+const TYPE_OF: Record<NamedResourceTable, 'department' | 'location'> = {
+  departments: 'department',
+  locations: 'location',
+};
+
+/** One table's changes in a seq range, ordered by seq, rendered as the list endpoints render them. */
+type ChangeSource = (db: Kysely<Database>, accountId: string, range: SeqRange) => Promise<Change[]>;
+
+const SOURCES: ChangeSource[] = [
+  async (db, accountId, range) =>
+    (await changeRepository.incidents(db, accountId, range)).map((row) => ({
+      seq: row.change_seq,
+      type: 'incident',
+      op: 'upsert',
+      id: row.id,
+      object: toIncident(row),
+      changed_at: row.changed_at,
+    })),
+  async (db, accountId, range) =>
+    (await changeRepository.incidentTombstones(db, accountId, range)).map((row) => ({
+      seq: row.change_seq,
+      type: 'incident',
+      op: 'delete',
+      id: row.id,
+      object: null,
+      changed_at: row.changed_at,
+    })),
+  async (db, accountId, range) =>
+    (await changeRepository.users(db, accountId, range)).map(
+      ({ change_seq, changed_at, visible, ...user }) => ({
+        seq: change_seq,
+        type: 'user',
+        op: visible === 1 ? 'upsert' : 'delete',
+        id: user.id,
+        object: visible === 1 ? user : null,
+        changed_at,
+      }),
+    ),
+  ...NAMED_RESOURCE_TABLES.map(
+    (table): ChangeSource =>
+      async (db, accountId, range) =>
+        (await changeRepository.namedResources(db, table, accountId, range)).map(
+          ({ change_seq, changed_at, visible, ...resource }) => ({
+            seq: change_seq,
+            type: TYPE_OF[table],
+            op: visible === 1 ? 'upsert' : 'delete',
+            id: resource.id,
+            object: visible === 1 ? resource : null,
+            changed_at,
+          }),
+        ),
+  ),
+];
+
+/**
+ * The first `range.limit` changes of the range, by seq. Each table is one range read of at most
+ * that many rows; once a table fills it, no later seq can be among the first, so the tables read
+ * after it are read only up to its last seq: a page reads about `limit` rows, not five times that.
+ */
+async function readChanges(db: Kysely<Database>, accountId: string, range: SeqRange): Promise<Change[]> {
+  const changes: Change[] = [];
+  let upTo = range.upTo;
+  for (const source of SOURCES) {
+    const rows = await source(db, accountId, { ...range, upTo });
+    changes.push(...rows);
+    const last = rows[range.limit - 1];
+    if (last !== undefined) upTo = last.seq;
+  }
+  return changes.sort((a, b) => a.seq - b.seq).slice(0, range.limit);
+}
+
+export const changeFeedService = {
+  /**
+   * One page of the account's feed. The head and every table are read in one snapshot (PostgreSQL:
+   * a repeatable-read transaction; SQLite: a read transaction), so that the page, its cursor and
+   * `has_more` describe one state of the data, whatever commits meanwhile.
+   */
+  async page(
+    db: Kysely<Database>,
+    accountId: string,
+    { cursor, limit, retentionDays }: FeedRequest,
+  ): Promise<ChangesPage> {
+    const cursors = await changeCursors(db);
+    const now = Math.floor(Date.now() / 1000);
+    const held = cursor === undefined || cursor === LATEST_CURSOR ? null : cursors.decode(accountId, cursor);
+    if (held === null && cursor !== undefined && cursor !== LATEST_CURSOR) throw ApiError.invalidCursor();
+    if (held !== null && now - held.issuedAt > retentionDays * SECONDS_PER_DAY) {
+      throw ApiError.cursorExpired(retentionDays);
+    }
+    const issue = (position: number, bound: number) =>
+      cursors.encode(accountId, { position, bound, issuedAt: now });
+
+    return db
+      .transaction()
+      .setIsolationLevel('repeatable read')
+      .setAccessMode('read only')
+      .execute(async (trx) => {
+        // The key check found the account: it is never missing here but for a race with its removal.
+        const { head, purgedSeq } = (await changeRepository.feedState(trx, accountId)) ?? {
+          head: 0,
+          purgedSeq: 0,
+        };
+        // A bound past the head is a cursor from data this store no longer has (a restore); a
+        // position below the purged seq may have missed a deletion that is gone.
+        if (held !== null && (held.bound > head || held.position < purgedSeq)) {
+          throw ApiError.cursorExpired(retentionDays);
+        }
+        if (cursor === LATEST_CURSOR) return { data: [], next_cursor: issue(head, head), has_more: false };
+
+        const position = held?.position ?? 0;
+        const bound = held === null || held.position === held.bound ? head : held.bound;
+        // One more than the page: whether the pass goes on after it.
+        const changes = await readChanges(trx, accountId, { after: position, upTo: bound, limit: limit + 1 });
+        const data = changes.slice(0, limit);
+        // Past the page's last change, the pass holds nothing (the seqs left were records that
+        // changed again, beyond the bound): the pass is done, and the next request begins the next.
+        const next = changes.length > limit ? (data[limit - 1]?.seq ?? bound) : bound;
+        return { data, next_cursor: issue(next, bound), has_more: next < head };
+      });
+  },
+};
