@@ -6,6 +6,7 @@ import {
   type NamedResourceTable,
   PUBLIC_NAMED_RESOURCE_COLUMNS,
 } from './named-resources.ts';
+import { INCIDENT_COLUMNS, type IncidentRow } from './incidents.ts';
 import { isPublicUser, PUBLIC_USER_COLUMNS, type UserRow } from './users.ts';
 
 /**
@@ -53,15 +54,15 @@ export const changeRepository = {
     return row === undefined ? undefined : { head: row.data_version, purgedSeq: row.changes_purged_seq };
   },
 
-  /** Every column: the feed shows what the list shows, which is all of it but the account and position. */
+  /** The columns the lists show, and the change's place. */
   async incidents(
     db: Kysely<Database>,
     accountId: string,
     range: SeqRange,
-  ): Promise<Selectable<IncidentsTable>[]> {
+  ): Promise<(IncidentRow & Pick<Selectable<IncidentsTable>, 'change_seq' | 'changed_at'>)[]> {
     return db
       .selectFrom('incidents')
-      .selectAll()
+      .select([...INCIDENT_COLUMNS, 'change_seq', 'changed_at'])
       .where(inRange(accountId, range))
       .orderBy('change_seq')
       .limit(range.limit)

@@ -34,7 +34,8 @@ export interface HoleBlock {
   live: number;
 }
 
-const COLUMNS = [
+/** The columns the APIs show (an `IncidentRow`). */
+export const INCIDENT_COLUMNS = [
   'id',
   'incident_number',
   'description',
@@ -48,10 +49,10 @@ const COLUMNS = [
 ] as const;
 
 /** Every stored column but `position`, in the order `batchSql` binds them. */
-const INSERT_COLUMNS = ['account_id', ...COLUMNS, 'change_seq', 'changed_at'] as const;
+const INSERT_COLUMNS = ['account_id', ...INCIDENT_COLUMNS, 'change_seq', 'changed_at'] as const;
 
 /** The columns an import may change; the others say where the row is. */
-const UPDATED_COLUMNS = COLUMNS.filter((column) => column !== 'id');
+const UPDATED_COLUMNS = INCIDENT_COLUMNS.filter((column) => column !== 'id');
 
 /**
  * The two statements of `upsertMany`, for a batch of `rows` rows:
@@ -132,7 +133,7 @@ export const incidentRepository = {
   ): Promise<IncidentRow[]> {
     return db
       .selectFrom('incidents')
-      .select(COLUMNS)
+      .select(INCIDENT_COLUMNS)
       .where('account_id', '=', accountId)
       .where('position', '<=', highest)
       .orderBy('position', 'desc')
@@ -272,7 +273,7 @@ export const incidentRepository = {
   async findById(db: Kysely<Database>, accountId: string, id: string): Promise<IncidentRow | undefined> {
     return db
       .selectFrom('incidents')
-      .select(COLUMNS)
+      .select(INCIDENT_COLUMNS)
       .where('id', '=', id)
       .where('account_id', '=', accountId)
       .executeTakeFirst();
@@ -372,7 +373,7 @@ export const incidentRepository = {
   ): Promise<(IncidentRow & { position: number })[]> {
     let query = db
       .selectFrom('incidents')
-      .select([...COLUMNS, 'position'])
+      .select([...INCIDENT_COLUMNS, 'position'])
       .where('account_id', '=', accountId);
     if (below !== null) query = query.where('position', '<', below);
     return query.orderBy('position', 'desc').limit(limit).execute();
