@@ -81,6 +81,8 @@ const loadBefore = loadAverage();
 try {
   await sqliteMode();
   if (!settings.skipPostgres) await postgresMode();
+} finally {
+  // Also when a step failed: what was measured before it is printed, then the error.
   printTable([
     `Safety Incident API benchmark, ${new Date().toISOString().slice(0, 10)}: ${fmt(settings.incidents)} incidents ` +
       `(PostgreSQL ${settings.skipPostgres ? 'skipped' : fmt(settings.pgIncidents)})`,
@@ -89,7 +91,6 @@ try {
     `machine: ${cpus().length} × ${cpus()[0]?.model.trim()}; load average (1, 5, 15 min) ` +
       `${loadBefore} before, ${loadAverage()} after`,
   ]);
-} finally {
   stopAll();
   closeConnections();
   rmSync(WORK, { recursive: true, force: true });
