@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { createReadStream } from 'node:fs';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import pg from 'pg';
 import { DEMO_ACCOUNT_ID, demoRecords, writeNdjson } from '../src/demo/demo-data.ts';
 import { cli } from './processes.ts';
@@ -30,6 +32,34 @@ export async function appendDataset(count: number): Promise<string> {
     created_at: new Date(GENERATED_UNTIL.getTime() + 3_600_000 + i * 1000).toISOString(),
   }));
   await writeNdjson(path, records);
+  return path;
+}
+
+/** How the generator writes an incident: its id first after the type (`demoRecords`, `writeNdjson`). */
+const INCIDENT_LINE = /^\{"type":"incident","id":"([^"]+)"/;
+
+/**
+ * `count` incidents of the data set `file`, chosen at random (a reservoir sample: one pass, `count`
+ * ids held), as an NDJSON file of `"deleted": true` records to import.
+ */
+export async function deletionDataset(file: string, count: number): Promise<string> {
+  const chosen: string[] = [];
+  let seen = 0;
+  for await (const line of createInterface({ input: createReadStream(file) })) {
+    const id = INCIDENT_LINE.exec(line)?.[1];
+    if (id === undefined) continue;
+    seen += 1;
+    if (chosen.length < count) chosen.push(id);
+    else {
+      const slot = Math.floor(Math.random() * seen);
+      if (slot < count) chosen[slot] = id;
+    }
+  }
+  const path = join(WORK, 'deletions.ndjson');
+  await writeNdjson(
+    path,
+    chosen.map((id) => ({ type: 'incident', id, account_id: DEMO_ACCOUNT_ID, deleted: true })),
+  );
   return path;
 }
 

@@ -130,3 +130,23 @@ export function memoryMb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   return Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1]) / 1024;
 }
+
+/**
+ * Samples the VmRSS of process `pid` every `everyMs` until `stop()`, which returns the RSS when
+ * sampling began and the highest sample (VmHWM cannot say this: it keeps the peak of the process's
+ * whole life, and earlier runs may have set it).
+ */
+export function sampleMemory(pid: number, everyMs = 10): { stop(): { beforeMb: number; peakMb: number } } {
+  const beforeMb = memoryMb(pid, 'VmRSS');
+  let peakMb = beforeMb;
+  const timer = setInterval(() => {
+    peakMb = Math.max(peakMb, memoryMb(pid, 'VmRSS'));
+  }, everyMs);
+  return {
+    stop() {
+      clearInterval(timer);
+      peakMb = Math.max(peakMb, memoryMb(pid, 'VmRSS'));
+      return { beforeMb, peakMb };
+    },
+  };
+}

@@ -6,7 +6,10 @@ import { generateDataset, withPostgresDatabase } from './data.ts';
 import { closeConnections } from './http.ts';
 import { pinningDescription, stop, stopAll } from './processes.ts';
 import { fmt, log, printTable } from './report.ts';
+import { deleteIncidents } from './scenarios/delete.ts';
 import { depth } from './scenarios/depth.ts';
+import { exportIncidents } from './scenarios/export.ts';
+import { feedCatchUp } from './scenarios/feed.ts';
 import { importRate, totalAfterImport } from './scenarios/import.ts';
 import { memory } from './scenarios/memory.ts';
 import { notModified } from './scenarios/not-modified.ts';
@@ -18,9 +21,13 @@ import { ensureWrk, wrkVersion } from './wrk.ts';
 /**
  * `npm run bench`: builds a demo account of BENCH_INCIDENTS incidents, imports it with the real
  * CLI, starts the real server, and measures it with wrk against a bare node:http server serving
- * the same bytes; then the same page-1 ratio on PostgreSQL + Redis. Prints one table with the
- * target beside each result (docs/performance.md explains the method). Everything runs on
- * loopback, every load run is bounded in time, and the work files are removed at the end.
+ * the same bytes; then issue 12's: an export of every incident (alone and beside page-1 load), a
+ * feed catch-up from no cursor, and 10,000 random deletions in one import (their time, the page
+ * query's plan, pages 1 and last before and after); then the page-1 ratio, the export and the feed
+ * on PostgreSQL + Redis. BENCH_ONLY=sync runs only issue 12's part (after the same import). Prints
+ * one table with the target beside each result (docs/performance.md explains the method).
+ * Everything runs on loopback, every load run is bounded in time, and the work files are removed
+ * at the end.
  */
 
 async function sqliteMode(): Promise<void> {
@@ -30,16 +37,21 @@ async function sqliteMode(): Promise<void> {
   await importRate('SQLite', dataFile, settings.incidents, env, true);
   const api = await startApi('SQLite', env);
   try {
-    const { etag, apiRuns, apiCpuUsPerRequest } = await pageOneRatio('SQLite', api, true);
-    const underLoad = await depth(api, settings.incidents);
-    await walk(api, settings.incidents);
-    const conditional = await notModified(api, etag, apiCpuUsPerRequest);
-    memory(
-      api.pid,
-      [...apiRuns, ...underLoad, conditional],
-      `page 1 ×${apiRuns.length}, last page, page 1, 304s; the walk before the 304s`,
-    );
-    await totalAfterImport(api, settings.incidents, env);
+    if (!settings.onlySync) {
+      const { etag, apiRuns, apiCpuUsPerRequest } = await pageOneRatio('SQLite', api, true);
+      const underLoad = await depth(api, settings.incidents);
+      await walk(api, settings.incidents);
+      const conditional = await notModified(api, etag, apiCpuUsPerRequest);
+      memory(
+        api.pid,
+        [...apiRuns, ...underLoad, conditional],
+        `page 1 ×${apiRuns.length}, last page, page 1, 304s; the walk before the 304s`,
+      );
+      await totalAfterImport(api, settings.incidents, env);
+    }
+    await exportIncidents('SQLite', api, true);
+    await feedCatchUp('SQLite', api, settings.incidents, true);
+    await deleteIncidents(api, dataFile, env.DATABASE_URL, env);
   } finally {
     await stop(api.process);
   }
@@ -52,7 +64,9 @@ async function postgresMode(): Promise<void> {
     await importRate('PostgreSQL', dataFile, settings.pgIncidents, env, false);
     const api = await startApi('PostgreSQL + Redis', env);
     try {
-      await pageOneRatio('PostgreSQL + Redis', api, false);
+      if (!settings.onlySync) await pageOneRatio('PostgreSQL + Redis', api, false);
+      await exportIncidents('PostgreSQL + Redis', api, false);
+      await feedCatchUp('PostgreSQL + Redis', api, settings.pgIncidents, false);
     } finally {
       await stop(api.process);
     }
@@ -67,6 +81,8 @@ const loadBefore = loadAverage();
 try {
   await sqliteMode();
   if (!settings.skipPostgres) await postgresMode();
+} finally {
+  // Also when a step failed: what was measured before it is printed, then the error.
   printTable([
     `Safety Incident API benchmark, ${new Date().toISOString().slice(0, 10)}: ${fmt(settings.incidents)} incidents ` +
       `(PostgreSQL ${settings.skipPostgres ? 'skipped' : fmt(settings.pgIncidents)})`,
@@ -75,7 +91,6 @@ try {
     `machine: ${cpus().length} × ${cpus()[0]?.model.trim()}; load average (1, 5, 15 min) ` +
       `${loadBefore} before, ${loadAverage()} after`,
   ]);
-} finally {
   stopAll();
   closeConnections();
   rmSync(WORK, { recursive: true, force: true });

@@ -20,6 +20,10 @@ export const WORK = join(ROOT, '.bench', `run-${process.pid}`);
 
 const incidents = positiveInteger('BENCH_INCIDENTS', 1_000_000);
 
+/** `BENCH_ONLY=sync`: only issue 12's measurements (export, feed, deletion), after the same import. */
+const only = process.env.BENCH_ONLY ?? '';
+if (only !== '' && only !== 'sync') throw new Error(`BENCH_ONLY must be "sync" or unset (got "${only}")`);
+
 export const settings = {
   incidents,
   pgIncidents: positiveInteger('BENCH_PG_INCIDENTS', Math.min(incidents, 100_000)),
@@ -32,6 +36,7 @@ export const settings = {
   connections: positiveInteger('BENCH_CONNECTIONS', 50),
   pin: process.env.BENCH_PIN !== '0',
   skipPostgres: process.env.BENCH_SKIP_POSTGRES === '1',
+  onlySync: only === 'sync',
   pgAdminUrl: process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
   redisUrl: process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379',
 };

@@ -69,14 +69,15 @@ interface WrkReport {
 /**
  * wrk against the server process `pid` on `port`, for `seconds`: throughput and latency from wrk,
  * and the server's CPU time over the same run from /proc (sampled right before wrk starts and
- * right after it ends).
+ * right after it ends). `until`: the run ends early when it settles (wrk stops on SIGINT and
+ * still reports), so that a run lasts exactly as long as something else running beside it.
  */
 export async function load(
   pid: number,
   port: number,
   path: string,
   headers: Record<string, string>,
-  options: { seconds?: number; countStatuses?: boolean } = {},
+  options: { seconds?: number; countStatuses?: boolean; until?: Promise<unknown> } = {},
 ): Promise<LoadResult> {
   const seconds = options.seconds ?? settings.seconds;
   const args = ['-t', String(settings.threads), '-c', String(settings.connections), '-d', `${seconds}s`];
@@ -104,6 +105,10 @@ export async function load(
   child.stderr.on('data', (d) => {
     err += d;
   });
+  const stopEarly = () => {
+    if (child.exitCode === null) child.kill('SIGINT');
+  };
+  options.until?.then(stopEarly, stopEarly);
   const [code] = await once(child, 'close');
   const cpu = cpuMicros(pid) - cpuBefore;
   const wallUs = (performance.now() - started) * 1000;

@@ -6,7 +6,7 @@ import { failures, load } from '../wrk.ts';
 import { PAGE_ONE } from './ratio.ts';
 
 /** Median latency of the first (uncached) read of `count` pages from `from`, on one connection. */
-async function coldPages(api: Api, from: number, count: number): Promise<number> {
+export async function coldPages(api: Api, from: number, count: number): Promise<number> {
   const latencies: number[] = [];
   for (let page = from; page < from + count; page += 1) {
     const res = await get(api.port, `/api/v1/public/incidents?page=${page}&limit=50`, api.auth);

@@ -14,7 +14,7 @@ export const PAGE_ONE = '/api/v1/public/incidents?limit=50';
  * neighbours on the machine were, and a ratio against it is not a measure of the API (the bare
  * figure is too low, so the ratio is usually too high).
  */
-const CPU_BOUND_PERCENT = 90;
+export const CPU_BOUND_PERCENT = 90;
 
 /**
  * Page-1 throughput of the API against a bare node:http server answering the same bytes and
