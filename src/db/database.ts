@@ -8,15 +8,14 @@ import {
   Kysely,
   PostgresDialect,
   SqliteAdapter,
-  type SqliteDatabase as KyselySqliteDatabase,
   SqliteDialect,
   type SqliteDialectConfig,
   SqliteDriver,
   sql,
 } from 'kysely';
 import pg from 'pg';
-import { Lru } from '../lib/lru.ts';
 import { CommitWatch } from './commit-watch.ts';
+import { withStatementCache } from './statement-cache.ts';
 import type { Database } from './schema.ts';
 import { postgresSnapshots, registerSnapshots, sharedSnapshots, sqliteSnapshots } from './snapshot.ts';
 import { type BusyRetryOptions, ServerSqliteDialect } from './sqlite-driver.ts';
@@ -133,29 +132,6 @@ class ImmediateSqliteDialect extends SqliteDialect {
       }
     })(this.settings);
   }
-}
-
-const STATEMENT_CACHE_SIZE = 256;
-
-/**
- * Kysely's SQLite driver prepares every query anew; compiling the SQL costs more than running an
- * indexed lookup, and the hot paths (key lookup, page reads, import batches) repeat a handful of
- * statements. A prepared statement is reusable as long as no two uses overlap, which holds here:
- * the driver runs statements synchronously and keeps the one connection locked while it streams.
- */
-function withStatementCache(sqlite: SqliteDatabase.Database): KyselySqliteDatabase {
-  const statements = new Lru<string, SqliteDatabase.Statement>(STATEMENT_CACHE_SIZE);
-  return {
-    close: () => sqlite.close(),
-    prepare(sql: string) {
-      let statement = statements.get(sql);
-      if (statement === undefined) {
-        statement = sqlite.prepare(sql);
-        statements.set(sql, statement);
-      }
-      return statement;
-    },
-  };
 }
 
 /** SQLite page cache while one transaction writes many rows; see `withBulkWriteSettings`. */

@@ -2,6 +2,7 @@ import SqliteDatabase from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import type pg from 'pg';
 import type { Database } from './schema.ts';
+import { withStatementCache } from './statement-cache.ts';
 
 /**
  * Snapshots: the whole database as it stood at one moment, read on a connection of its own, for a
@@ -46,7 +47,9 @@ export function sqliteSnapshots(path: string): SnapshotSource {
       // timeout 0: a lock (only seen while another connection recovers the WAL) fails at once,
       // as a store outage, instead of waiting on the event loop.
       const connection = new SqliteDatabase(path, { readonly: true, fileMustExist: true, timeout: 0 });
-      const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: connection }) });
+      const db = new Kysely<Database>({
+        dialect: new SqliteDialect({ database: withStatementCache(connection) }),
+      });
       try {
         await sql`begin`.execute(db);
       } catch (error) {
