@@ -390,7 +390,7 @@ for (const store of STORES) {
       await assertReplicaEqualsLists(rawKey, replica);
     });
 
-    test('randomized: imports, updates, deletions and reactivations between pages; the replica equals the lists', async () => {
+    test('randomized: imports, updates, deletions and reactivations between pages; a replica from the feed, and one from the exports and then the feed, equal the lists', async () => {
       // FEED_SEED replays another sequence.
       const next = random(Number(process.env.FEED_SEED ?? (store === 'sqlite' ? 3 : 5)));
       const pick = <T>(items: T[]): T => items[Math.floor(next() * items.length)]!;
@@ -528,6 +528,35 @@ for (const store of STORES) {
       const synced = await follow(undefined, 15);
       for (let i = 0; i < 3; i++) await load(randomBatch());
       await follow(synced, pagesSeen + 6);
+
+      // Another client: the four exports, with imports committing between them, then the feed
+      // from the first export's X-Changes-Cursor while more imports commit.
+      const fromExports = new Map<string, unknown>();
+      let exportCursor: string | undefined;
+      for (const type of ['incident', 'user', 'department', 'location']) {
+        const res = await ctx.app.inject({
+          url: `/api/v1/public/exports/${type}s.ndjson`,
+          headers: bearer(rawKey),
+        });
+        assert.equal(res.statusCode, 200);
+        exportCursor ??= String(res.headers['x-changes-cursor']);
+        for (const line of res.body.split('\n').filter(Boolean)) {
+          const record = JSON.parse(line) as { id: string };
+          fromExports.set(`${type}:${record.id}`, record);
+        }
+        await load(randomBatch());
+      }
+      let between = 0;
+      const { pages } = await walk(rawKey, {
+        cursor: exportCursor,
+        limit: 1 + Math.floor(next() * 9),
+        between: async () => {
+          between += 1;
+          if (between <= 6) await load(randomBatch());
+        },
+      });
+      applyChanges(fromExports, pages.flat());
+      await assertReplicaEqualsLists(rawKey, fromExports);
     });
 
     test('cursor=latest: no changes, a cursor at the head from which the next change follows', async () => {
