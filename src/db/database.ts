@@ -173,6 +173,21 @@ export async function withBulkWriteSettings<T>(db: Kysely<Database>, work: () =>
   }
 }
 
+/**
+ * After a bulk write on PostgreSQL, refreshes the planner's statistics of `tables`. Until
+ * autovacuum gets to them, a freshly loaded table has none, and PostgreSQL then plans a keyset read
+ * (`position < $2 ORDER BY position DESC LIMIT 300`) as a bitmap scan of every row below and a
+ * sort: 47 ms instead of 0.2 ms for a chunk of an export over 100,000 incidents. SQLite needs
+ * nothing: it plans from its indexes alone.
+ */
+export async function refreshPlannerStatistics(
+  db: Kysely<Database>,
+  tables: (keyof Database)[],
+): Promise<void> {
+  if (db.getExecutor().adapter instanceof SqliteAdapter) return;
+  for (const table of tables) await sql`ANALYZE ${sql.table(table)}`.execute(db);
+}
+
 /** SQL texts that PostgreSQL connections prepare once and then run by name; see `preparedOnPostgres`. */
 const preparedStatementNames = new Map<string, string>();
 

@@ -4,7 +4,7 @@ import { extname } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { Kysely } from 'kysely';
 import { DEFAULT_CHANGES_RETENTION_DAYS } from '../config.ts';
-import { withBulkWriteSettings } from '../db/database.ts';
+import { refreshPlannerStatistics, withBulkWriteSettings } from '../db/database.ts';
 import { accountRepository } from '../db/repositories/accounts.ts';
 import {
   type IncidentInput,
@@ -46,6 +46,9 @@ export type ImportSummary = Record<RecordType, number> & { deleted: Partial<Reco
  * (32,766) and PostgreSQL's (65,535) limits.
  */
 const BATCH_SIZE = 2000;
+
+/** Records of one type from which an import refreshes the planner's statistics of its table. */
+const STATISTICS_AFTER_RECORDS = 1000;
 
 interface IncidentChange {
   /** Incidents of the account before this import. */
@@ -392,7 +395,7 @@ export async function importFile(
   if (file === null || !file.isFile()) throw new InputError(`cannot read "${path}": no such file`);
   const source = readInWorker({ path, format, now: new Date().toISOString() });
 
-  return withBulkWriteSettings(db, () =>
+  const summary = await withBulkWriteSettings(db, () =>
     db.transaction().execute(async (trx) => {
       const batches = new Batches(trx);
       await batches.start();
@@ -407,6 +410,15 @@ export async function importFile(
       return batches.counts;
     }),
   );
+  // A bulk load leaves the planner without statistics until autovacuum comes by.
+  const bulk = RECORD_TYPES.filter(
+    (type) => summary[type] + (summary.deleted[type] ?? 0) >= STATISTICS_AFTER_RECORDS,
+  );
+  await refreshPlannerStatistics(
+    db,
+    bulk.map((type) => RECORD_KINDS[type].plural as keyof Database),
+  );
+  return summary;
 }
 
 /**
