@@ -11,16 +11,19 @@ import type { Io } from './command.ts';
 
 /**
  * Runs `work` on the database DATABASE_URL names, migrated to the latest schema, then tells the
- * servers that it may have changed keys or accounts (`bumpSharedGeneration`). Every command bumps,
- * reading ones too: a needless bump costs each server one read per key, a missing one stale rows.
+ * servers that it may have changed keys or accounts (`bumpSharedGeneration`). Every writing command
+ * bumps, whatever it wrote: a needless bump costs each server one read per key, a missing one stale
+ * rows. `readOnly` work (the lists) has nothing to tell, and so keeps working while Redis is away.
  */
 export async function withDatabase<T>(
   work: (db: Kysely<Database>, config: Config) => Promise<T>,
+  { readOnly = false }: { readOnly?: boolean } = {},
 ): Promise<T> {
   const config = loadConfig();
   const handle = openDatabase(config.databaseUrl);
   try {
     await migrateToLatest(handle.db);
+    if (readOnly) return await work(handle.db, config);
     let result: T;
     try {
       result = await work(handle.db, config);
@@ -75,7 +78,7 @@ export async function listForAccount<T>(
   });
   if (values.account === undefined) throw new InputError(`${what.command} list needs --account ID`);
   const accountId = values.account;
-  const items = await withDatabase((db) => read(db, accountId));
+  const items = await withDatabase((db) => read(db, accountId), { readOnly: true });
   if (values.json) io.out(JSON.stringify(items));
   else if (items.length === 0) io.out(what.empty);
   else for (const item of items) io.out(describe(item));

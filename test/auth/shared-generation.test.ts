@@ -270,6 +270,14 @@ if (STORES.includes('postgres')) {
         /The change is saved, but the servers could not be told .*safety-api cache bump/,
       );
       assert.equal((await pageOne(ctx.app, key.rawKey)).json().error, 'API_KEY_INVALID');
+
+      // A list changes nothing, so it has nothing to tell the servers, and works without Redis.
+      const list = await runCli(['keys', 'list', '--account', accountId, '--json'], {
+        DATABASE_URL: ctx.databaseUrl,
+        REDIS_URL: nowhere,
+      });
+      assert.equal(list.code, 0, list.stderr);
+      assert.equal(JSON.parse(list.stdout)[0].state, 'disabled');
     });
 
     test('"cache bump" says when there is nothing to bump', async () => {
