@@ -3,6 +3,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
 import type { KeyLookup } from './auth/key-lookup.ts';
+import type { SharedGeneration } from './auth/shared-generation.ts';
 import type { LastUseRecorder } from './auth/last-use.ts';
 import type { PublicRateLimiter } from './auth/rate-limit.ts';
 import type { SignIn } from './auth/sign-in.ts';
@@ -25,6 +26,8 @@ declare module 'fastify' {
     db: Kysely<Database>;
     redis: Redis | null;
     keyLookup: KeyLookup;
+    /** What the admin panel bumps after a change (`SharedGeneration`); `null` outside PostgreSQL with Redis. */
+    sharedGeneration: SharedGeneration | null;
     rateLimiter: PublicRateLimiter;
     lastUse: LastUseRecorder;
     signIn: SignIn;
@@ -97,6 +100,7 @@ export async function buildApp(
   app.decorate('db', services.database.db);
   app.decorate('redis', services.redis);
   app.decorate('keyLookup', services.keyLookup);
+  app.decorate('sharedGeneration', services.sharedGeneration);
   app.decorate('rateLimiter', services.rateLimiter);
   app.decorate('lastUse', services.lastUse);
   app.decorate('signIn', services.signIn);

@@ -95,6 +95,26 @@ export async function createTestContext(
   };
 }
 
+/**
+ * Another server instance on `ctx`'s database and Redis, as a second machine behind a load
+ * balancer would be: its own pools, caches and Redis connection. Closing it leaves the database.
+ */
+export async function createSecondInstance(
+  ctx: TestContext,
+): Promise<Pick<TestContext, 'app' | 'services' | 'close'>> {
+  const services = await openServices(ctx.config, { warn: () => {}, error: () => {} });
+  const app = await buildApp(ctx.config, services);
+  await app.ready();
+  return {
+    app,
+    services,
+    async close() {
+      await app.close();
+      await services.close();
+    },
+  };
+}
+
 const NOW = '2026-01-01T00:00:00.000Z';
 
 export async function seedAccount(

@@ -3,6 +3,7 @@ import type { CommitWatch } from '../db/commit-watch.ts';
 import { apiKeyRepository, type KeyForAuth } from '../db/repositories/api-keys.ts';
 import type { Database } from '../db/schema.ts';
 import { Lru } from '../lib/lru.ts';
+import type { SharedGeneration } from './shared-generation.ts';
 
 /** Rows kept at most (the least recently used go first): far more keys than any deployment has in use at once. */
 const MAX_CACHED_KEYS = 10_000;
@@ -15,21 +16,34 @@ const MAX_CACHED_KEYS = 10_000;
  * long as nothing has been committed since it was read, by any connection of any process: a
  * revocation, a scope or plan change or an import is one commit, so it applies at the very next
  * request all the same. On a busy server with nothing being written, that spares a SQL statement on
- * every request. Without a watch (PostgreSQL), every lookup reads the store. Unknown keys are never
- * kept, so guessing keys cannot fill the memory.
+ * every request. PostgreSQL with Redis has the shared generation instead, which every writer bumps
+ * after its commit (`SharedGeneration`): the same rule, for one Redis read. Without either, every
+ * lookup reads the store. Unknown keys are never kept, so guessing keys cannot fill the memory.
  */
 export class KeyLookup {
-  private readonly rows = new Lru<string, { generation: number; row: KeyForAuth }>(MAX_CACHED_KEYS);
+  private readonly rows = new Lru<string, { generation: number | string; row: KeyForAuth }>(MAX_CACHED_KEYS);
+  /** How often the rows were dropped for an unknown generation (see `findByHash`). */
+  private drops = 0;
 
   constructor(
     private readonly db: Kysely<Database>,
-    private readonly commitWatch: Pick<CommitWatch, 'current'> | null,
+    private readonly watch: Pick<CommitWatch, 'current'> | Pick<SharedGeneration, 'current'> | null,
   ) {}
 
   async findByHash(keyHash: string): Promise<KeyForAuth | undefined> {
-    if (this.commitWatch === null) return apiKeyRepository.findForAuthByHash(this.db, keyHash);
+    if (this.watch === null) return apiKeyRepository.findForAuthByHash(this.db, keyHash);
     // Taken before the read: a commit after this point changes the generation the next lookup sees.
-    const generation = this.commitWatch.current();
+    // The commit watch answers at once, so SQLite's lookups do not wait a tick for it.
+    const drops = this.drops;
+    const current = this.watch.current();
+    const generation = typeof current === 'number' ? current : await current;
+    if (generation === null) {
+      // Unknown (Redis away): a write meanwhile could not bump the generation it comes back with,
+      // so no row read before this point may be served again, whatever the generation says then.
+      this.drops += 1;
+      this.rows.clear();
+      return apiKeyRepository.findForAuthByHash(this.db, keyHash);
+    }
     const cached = this.rows.get(keyHash);
     if (cached !== undefined && cached.generation === generation) return cached.row;
 
@@ -38,7 +52,8 @@ export class KeyLookup {
       this.rows.delete(keyHash);
       return undefined;
     }
-    this.rows.set(keyHash, { generation, row });
+    // Nor may a row that was being read while they were dropped.
+    if (this.drops === drops) this.rows.set(keyHash, { generation, row });
     return row;
   }
 }

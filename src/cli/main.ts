@@ -7,6 +7,7 @@ import { InputError } from '../errors.ts';
 import { RECORD_KINDS, RECORD_TYPES } from '../import/records.ts';
 import { PROJECT_ROOT } from '../paths.ts';
 import { accountsCommands } from './accounts.ts';
+import { cacheCommands } from './cache.ts';
 import { type Command, type CommandGroup, commandHelp, groupHelp, type Io } from './command.ts';
 import { withDatabase } from './context.ts';
 import { keysCommands } from './keys.ts';
@@ -89,6 +90,7 @@ const COMMANDS: (Command | CommandGroup)[] = [
   keysCommands,
   usersCommands,
   oauthClientsCommands,
+  cacheCommands,
 ];
 
 const isGroup = (entry: Command | CommandGroup): entry is CommandGroup => 'subcommands' in entry;

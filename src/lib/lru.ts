@@ -51,4 +51,9 @@ export class Lru<K, V> {
     this.entries.delete(key);
     this.total -= entry.size;
   }
+
+  clear(): void {
+    this.entries.clear();
+    this.total = 0;
+  }
 }

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { KeyLookup } from '../auth/key-lookup.ts';
 import { LastUseRecorder } from '../auth/last-use.ts';
 import { PublicRateLimiter } from '../auth/rate-limit.ts';
+import { SharedGeneration } from '../auth/shared-generation.ts';
 import { SignIn } from '../auth/sign-in.ts';
 import type { Config } from '../config.ts';
 import { type DatabaseHandle, openDatabase, openServerDatabase } from '../db/database.ts';
@@ -20,6 +21,8 @@ export interface Services {
   /** The one Redis connection (REDIS_URL), or `null`: counts are then kept in process memory. */
   redis: Redis | null;
   keyLookup: KeyLookup;
+  /** PostgreSQL with Redis only: what writers bump after their commits (`SharedGeneration`). */
+  sharedGeneration: SharedGeneration | null;
   rateLimiter: PublicRateLimiter;
   lastUse: LastUseRecorder;
   /** The one sign-in throttle of the process, shared by the admin panel and the OAuth sign-in. */
@@ -55,6 +58,9 @@ export async function openServices(
     logger.warn('Redis is not answering: rate limits are counted per instance until it does');
   }
   const rateLimiter = new PublicRateLimiter(redis);
+  // SQLite's commit watch sees every commit by itself; PostgreSQL needs writers to say so.
+  const sharedGeneration =
+    redis !== null && database.store === 'postgres' ? await SharedGeneration.open(redis, database.db) : null;
 
   const lastUse = new LastUseRecorder(database.db as Kysely<Database>, (error) => {
     // An outage is logged once by the store monitor; the uses wait for the next pass.
@@ -64,7 +70,8 @@ export async function openServices(
   return {
     database,
     redis,
-    keyLookup: new KeyLookup(database.db, database.commitWatch),
+    keyLookup: new KeyLookup(database.db, database.commitWatch ?? sharedGeneration),
+    sharedGeneration,
     rateLimiter,
     lastUse,
     signIn: SignIn.create(redis),

@@ -29,6 +29,7 @@ const SUBCOMMANDS = [
   'oauth-clients create',
   'oauth-clients list',
   'oauth-clients delete',
+  'cache bump',
 ];
 
 describe('safety-api --help and --version', () => {
@@ -46,7 +47,7 @@ describe('safety-api --help and --version', () => {
   });
 
   test('a group alone or with --help lists its subcommands', async () => {
-    for (const group of ['accounts', 'keys', 'users', 'oauth-clients']) {
+    for (const group of ['accounts', 'keys', 'users', 'oauth-clients', 'cache']) {
       for (const argv of [[group], [group, '--help']]) {
         const { code, out } = await run(argv);
         assert.equal(code, 0, argv.join(' '));

@@ -35,6 +35,23 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
     reply.headers(SECURITY_HEADERS);
   });
 
+  // Every change the panel makes (keys, OAuth clients) is a form post, committed by the time its
+  // answer is sent: bumping here, before it goes out, lets every instance see the change at its
+  // next request. Posts that change nothing (sign-in, a refused form) cost each instance one read.
+  app.addHook('onSend', async (request, _reply, payload) => {
+    const generation = request.server.sharedGeneration;
+    if (request.method !== 'POST' || generation === null) return payload;
+    try {
+      await generation.bump();
+    } catch (error) {
+      request.log.error(
+        { err: error },
+        'the change is saved, but Redis did not take the cache bump: run "safety-api cache bump"',
+      );
+    }
+    return payload;
+  });
+
   app.setErrorHandler((error: FastifyError, request, reply) => {
     // Logged once per outage by the store monitor, not per request.
     const outage = storeOutage(error);

@@ -1,0 +1,64 @@
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import type { Kysely } from 'kysely';
+import { healthRepository } from '../db/repositories/health.ts';
+import type { Database } from '../db/schema.ts';
+
+/**
+ * Once a read of the generation has failed or timed out, lookups go straight to PostgreSQL for
+ * this long before Redis is asked again: while Redis is frozen, one request a second waits for
+ * the command timeout instead of every one.
+ */
+const REDIS_RETRY_AFTER_MS = 1000;
+
+/**
+ * The commit watch of a PostgreSQL deployment: a value in Redis that every writer of keys and
+ * accounts (the CLI, the admin panel, imports) replaces after its commit and before it returns, so
+ * that every instance can tell, with one Redis read and no SQL, whether a key row it read earlier
+ * may have changed since.
+ *
+ * Each bump writes a fresh random value rather than incrementing a counter: a Redis that restarts
+ * empty, or is flushed, can then never hand back a value some row was read under before. Anything
+ * the generation cannot tell for sure (Redis not connected, failing, slow, or holding no value yet)
+ * is `null`, which makes the caller read PostgreSQL: more reads than needed, never stale rows.
+ */
+export class SharedGeneration {
+  private suspectUntil = 0;
+
+  private constructor(
+    private readonly redis: Redis,
+    private readonly key: string,
+  ) {}
+
+  /**
+   * The generation of the database `db` is connected to. It is named after the database's own
+   * name, so instances that reach one database by different URLs share it; databases of the same
+   * name on different servers sharing one Redis would share it too, which costs extra reads only.
+   */
+  static async open(redis: Redis, db: Kysely<Database>): Promise<SharedGeneration> {
+    const name = await healthRepository.postgresDatabaseName(db);
+    const generation = new SharedGeneration(redis, `safety-api:generation:${name}`);
+    // The first instance on a new Redis sets one, so that even the first rows read can be reused.
+    await generation.current();
+    return generation;
+  }
+
+  /** The current value, or `null` when it cannot be known: read it before the rows it guards. */
+  async current(): Promise<string | null> {
+    if (this.redis.status !== 'ready' || Date.now() < this.suspectUntil) return null;
+    try {
+      const value = await this.redis.get(this.key);
+      // None yet (a new or emptied Redis): set one, so that rows read from now on can be reused.
+      if (value === null) await this.redis.set(this.key, randomUUID(), 'NX');
+      return value;
+    } catch {
+      this.suspectUntil = Date.now() + REDIS_RETRY_AFTER_MS;
+      return null;
+    }
+  }
+
+  /** Makes every row read before this call unusable on every instance; call it after the commit. */
+  async bump(): Promise<void> {
+    await this.redis.set(this.key, randomUUID());
+  }
+}

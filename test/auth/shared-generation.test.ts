@@ -1,0 +1,289 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import type { FastifyInstance } from 'fastify';
+import pg from 'pg';
+import { apiKeyService } from '../../src/services/api-key-service.ts';
+import { freePort, type OwnRedis, startRedis } from '../faults/harness.ts';
+import {
+  bearer,
+  createSecondInstance,
+  createTestContext,
+  REDIS_URL,
+  runCli,
+  STORES,
+  seedAccount,
+  seedIncidents,
+  seedKey,
+  type TestContext,
+} from '../helpers.ts';
+import { AdminClient, seedUser } from '../routes/admin/admin-helpers.ts';
+
+/**
+ * PostgreSQL with Redis: key and account rows are reused while the shared generation in Redis is
+ * unchanged, and every writer bumps it after its commit. (SQLite's commit watch has its own tests.)
+ */
+
+const PAGE_ONE = '/api/v1/public/incidents';
+
+/**
+ * Counts the statements this process sends to PostgreSQL, but for the last-use writer's: it runs
+ * on a timer every few seconds, not per request, and would make the counts depend on timing.
+ */
+function countPostgresQueries(): { count(): number; stop(): void } {
+  const proto = pg.Client.prototype;
+  const original = proto.query;
+  let seen = 0;
+  proto.query = function (this: pg.Client, ...args: unknown[]) {
+    const [first] = args;
+    const text = typeof first === 'string' ? first : JSON.stringify(first);
+    if (!text.includes('last_used_at')) seen += 1;
+    return Reflect.apply(original, this, args);
+  } as typeof original;
+  return {
+    count: () => seen,
+    stop: () => {
+      proto.query = original;
+    },
+  };
+}
+
+const pageOne = (app: FastifyInstance, rawKey: string, method: 'GET' | 'POST' = 'GET') =>
+  app.inject({ method, url: PAGE_ONE, headers: bearer(rawKey) });
+
+/** The statements `requests` page-1 requests send to PostgreSQL, each answered 200. */
+async function queriesFor(app: FastifyInstance, rawKey: string, requests: number): Promise<number> {
+  const counter = countPostgresQueries();
+  try {
+    for (let i = 0; i < requests; i += 1) assert.equal((await pageOne(app, rawKey)).statusCode, 200);
+    return counter.count();
+  } finally {
+    counter.stop();
+  }
+}
+
+if (STORES.includes('postgres')) {
+  describe('two instances on one PostgreSQL and one Redis', () => {
+    let one: TestContext;
+    let two: Awaited<ReturnType<typeof createSecondInstance>>;
+    let dir: string;
+    let env: Record<string, string>;
+    before(async () => {
+      one = await createTestContext('postgres', { REDIS_URL });
+      two = await createSecondInstance(one);
+      dir = mkdtempSync(join(tmpdir(), 'shared-generation-'));
+      env = { DATABASE_URL: one.databaseUrl, REDIS_URL };
+    });
+    after(async () => {
+      await two.close();
+      await one.close();
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    const both = () => [one.app, two.app];
+
+    async function cli(...args: string[]): Promise<void> {
+      const result = await runCli(args, env);
+      assert.equal(result.code, 0, result.stderr);
+    }
+
+    async function importRecords(records: Record<string, unknown>[]): Promise<void> {
+      const file = join(dir, `${randomUUID()}.ndjson`);
+      writeFileSync(file, records.map((record) => JSON.stringify(record)).join('\n'));
+      await cli('import', file);
+    }
+
+    test('repeated cached page-1 requests send nothing to PostgreSQL while nothing changes', async () => {
+      const accountId = await seedAccount(one.db);
+      await seedIncidents(one.db, accountId, 30);
+      const key = await seedKey(one.db, accountId);
+      // The first request of each instance reads the rows and produces the body.
+      for (const app of both()) assert.equal((await pageOne(app, key.rawKey)).statusCode, 200);
+      for (const app of both()) assert.equal(await queriesFor(app, key.rawKey, 50), 0);
+
+      // Without Redis, every request reads the key and account.
+      const alone = await createTestContext('postgres');
+      try {
+        const aloneAccount = await seedAccount(alone.db);
+        const aloneKey = await seedKey(alone.db, aloneAccount);
+        assert.equal((await pageOne(alone.app, aloneKey.rawKey)).statusCode, 200);
+        assert.equal(await queriesFor(alone.app, aloneKey.rawKey, 50), 50);
+      } finally {
+        await alone.close();
+      }
+    });
+
+    test('every kind of write by the CLI applies at the next request of both instances', async () => {
+      const accountId = await seedAccount(one.db);
+      await seedIncidents(one.db, accountId, 3);
+      const key = await seedKey(one.db, accountId);
+      const expectAll = async (check: (app: FastifyInstance) => Promise<void>) => {
+        for (const app of both()) await check(app);
+      };
+      const status = (expected: number) => async (app: FastifyInstance) =>
+        assert.equal((await pageOne(app, key.rawKey)).statusCode, expected);
+      const error =
+        (code: string, method: 'GET' | 'POST' = 'GET') =>
+        async (app: FastifyInstance) =>
+          assert.equal((await pageOne(app, key.rawKey, method)).json().error, code);
+
+      await expectAll(status(200));
+      await cli('keys', 'disable', key.id);
+      await expectAll(error('API_KEY_INVALID'));
+      await cli('keys', 'enable', key.id);
+      await expectAll(status(200));
+
+      await expectAll(error('INSUFFICIENT_SCOPE', 'POST'));
+      await cli('keys', 'scope', key.id, 'read-write');
+      await expectAll(async (app) => assert.equal((await pageOne(app, key.rawKey, 'POST')).statusCode, 405));
+
+      const total = async (app: FastifyInstance) =>
+        (await pageOne(app, key.rawKey)).json().data.pagination.total;
+      await expectAll(async (app) => assert.equal(await total(app), 3));
+      const incident = {
+        type: 'incident',
+        id: randomUUID(),
+        account_id: accountId,
+        incident_number: 'INC-2099-0001',
+        status: 'open',
+        created_at: '2099-01-01T00:00:00.000Z',
+        updated_at: '2099-01-01T00:00:00.000Z',
+      };
+      await importRecords([incident]);
+      await expectAll(async (app) => assert.equal(await total(app), 4));
+
+      await importRecords([{ type: 'account', id: accountId, name: 'Plan removed', api_access: false }]);
+      await expectAll(error('FEATURE_NOT_AVAILABLE'));
+      await importRecords([{ type: 'account', id: accountId, name: 'Plan back', api_access: true }]);
+      await expectAll(status(200));
+
+      await cli('keys', 'revoke', key.id);
+      await expectAll(error('API_KEY_INVALID'));
+    });
+
+    test('a change made in SQL applies once "cache bump" has run', async () => {
+      const accountId = await seedAccount(one.db);
+      const key = await seedKey(one.db, accountId);
+      const limit = async (app: FastifyInstance) =>
+        (await pageOne(app, key.rawKey)).headers['x-ratelimit-limit'];
+      for (const app of both()) assert.equal(await limit(app), '1000');
+      await one.db
+        .updateTable('accounts')
+        .set({ rate_limit_per_hour: 700 })
+        .where('id', '=', accountId)
+        .execute();
+      // The instances cannot know of a write that went around every writer of the application...
+      for (const app of both()) assert.equal(await limit(app), '1000');
+      const result = await runCli(['cache', 'bump'], env);
+      assert.equal(result.code, 0, result.stderr);
+      assert.match(result.stdout, /^Bumped/);
+      // ...until the operator says so.
+      for (const app of both()) assert.equal(await limit(app), '700');
+    });
+
+    test('a change in the admin panel of one instance applies at the next request of the other', async () => {
+      const accountId = await seedAccount(one.db);
+      const key = await seedKey(one.db, accountId);
+      const admin = await seedUser(one.db, accountId);
+      const panel = new AdminClient(two.app);
+      assert.equal((await panel.signIn(admin.email)).statusCode, 303);
+      assert.equal((await pageOne(one.app, key.rawKey)).statusCode, 200);
+
+      const page = await panel.get(`/admin/settings/integrations/api-keys/${key.id}`);
+      const res = await panel.submit(page.body, `/admin/settings/integrations/api-keys/${key.id}/disable`);
+      assert.equal(res.statusCode, 303);
+      assert.equal((await pageOne(one.app, key.rawKey)).json().error, 'API_KEY_INVALID');
+    });
+
+    test('under load on both instances, no 200 is served after a revocation has returned', async () => {
+      const accountId = await seedAccount(one.db);
+      await seedIncidents(one.db, accountId, 10);
+      const key = await seedKey(one.db, accountId);
+      let revokedAt: number | null = null;
+      let servedAfter = 0;
+      let refusedAfter = 0;
+      const load = async (app: FastifyInstance) => {
+        while (refusedAfter < 200) {
+          const sentAt = Date.now();
+          const res = await pageOne(app, key.rawKey);
+          if (revokedAt === null || sentAt <= revokedAt) continue;
+          if (res.statusCode === 200) servedAfter += 1;
+          else refusedAfter += 1;
+        }
+      };
+      const clients = both().flatMap((app) => Array.from({ length: 8 }, () => load(app)));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await cli('keys', 'revoke', key.id);
+      revokedAt = Date.now();
+      await Promise.all(clients);
+      assert.equal(servedAfter, 0);
+    });
+  });
+
+  describe('PostgreSQL with a Redis that stops answering', () => {
+    let redis: OwnRedis;
+    let ctx: TestContext;
+    before(async () => {
+      redis = await startRedis();
+      ctx = await createTestContext('postgres', { REDIS_URL: redis.url });
+    });
+    after(async () => {
+      await ctx.close();
+      await redis.stop();
+    });
+
+    test('every request reads PostgreSQL, answers 200, and sees writes that could not bump', async () => {
+      const accountId = await seedAccount(ctx.db);
+      await seedIncidents(ctx.db, accountId, 5);
+      const key = await seedKey(ctx.db, accountId);
+      assert.equal((await pageOne(ctx.app, key.rawKey)).statusCode, 200);
+      assert.equal(await queriesFor(ctx.app, key.rawKey, 5), 0);
+
+      redis.process.kill('SIGSTOP');
+      try {
+        assert.ok((await queriesFor(ctx.app, key.rawKey, 5)) >= 5, 'each request reads the key');
+        // Written around the generation, as a writer that cannot reach Redis does.
+        await apiKeyService.disable(ctx.db, key.id, 'test');
+        assert.equal((await pageOne(ctx.app, key.rawKey)).json().error, 'API_KEY_INVALID');
+      } finally {
+        redis.process.kill('SIGCONT');
+      }
+      // Redis is back with the generation the rows were first read under: they are gone all the same.
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      assert.equal((await pageOne(ctx.app, key.rawKey)).json().error, 'API_KEY_INVALID');
+    });
+
+    test('a CLI change that cannot reach Redis is saved, and exits non-zero naming "cache bump"', async () => {
+      const accountId = await seedAccount(ctx.db);
+      const key = await seedKey(ctx.db, accountId);
+      const nowhere = `redis://127.0.0.1:${await freePort()}`;
+      const result = await runCli(['keys', 'disable', key.id], {
+        DATABASE_URL: ctx.databaseUrl,
+        REDIS_URL: nowhere,
+      });
+      assert.equal(result.code, 1);
+      assert.match(
+        result.stderr,
+        /The change is saved, but the servers could not be told .*safety-api cache bump/,
+      );
+      assert.equal((await pageOne(ctx.app, key.rawKey)).json().error, 'API_KEY_INVALID');
+
+      // A list changes nothing, so it has nothing to tell the servers, and works without Redis.
+      const list = await runCli(['keys', 'list', '--account', accountId, '--json'], {
+        DATABASE_URL: ctx.databaseUrl,
+        REDIS_URL: nowhere,
+      });
+      assert.equal(list.code, 0, list.stderr);
+      assert.equal(JSON.parse(list.stdout)[0].state, 'disabled');
+    });
+
+    test('"cache bump" says when there is nothing to bump', async () => {
+      const result = await runCli(['cache', 'bump'], { DATABASE_URL: ctx.databaseUrl, REDIS_URL: '' });
+      assert.equal(result.code, 0, result.stderr);
+      assert.match(result.stdout, /^Nothing to bump/);
+    });
+  });
+}
