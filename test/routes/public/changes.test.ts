@@ -656,15 +656,16 @@ for (const store of STORES) {
     });
 
     test('a cursor older than CHANGES_RETENTION_DAYS is 410 CURSOR_EXPIRED; a fresh one is not', async () => {
-      // 0.00001 days: 0.864 s.
-      const short = await createTestContext(store, { CHANGES_RETENTION_DAYS: '0.00001' });
+      // 0.00003 days: 2.6 s. Cursors hold whole seconds, so a cursor checked at once may already
+      // look a second old: the retention must be well above that.
+      const short = await createTestContext(store, { CHANGES_RETENTION_DAYS: '0.00003' });
       try {
         const { rawKey } = await seedKey(short.db, await seedAccount(short.db));
         const feed = (query: string) =>
           short.app.inject({ method: 'GET', url: `${FEED}${query}`, headers: bearer(rawKey) });
         const cursor = (await feed('?cursor=latest')).json().data.next_cursor;
         assert.equal((await feed(`?cursor=${cursor}`)).statusCode, 200);
-        await sleep(2100);
+        await sleep(4100);
         const expired = await feed(`?cursor=${cursor}`);
         assert.equal(expired.statusCode, 410);
         assert.equal(expired.json().error, 'CURSOR_EXPIRED');
