@@ -37,10 +37,14 @@ export type ExportFormat = (typeof EXPORT_FORMATS)[number];
  * Rows per read. Each read's rows and text wait in the stream while the socket drains, long enough
  * to be promoted to V8's old space, so the chunk size sets how far the heap grows before a full
  * collection: exporting a million incidents grew the server by 150 MB with 2,000 rows a read and
- * by 61–68 MB with 300, at the same speed once statements are prepared once per export
+ * by 55–64 MB with 300, as fast once statements are prepared once per export and the stream reads
+ * ahead
  * (docs/performance.md).
  */
 const CHUNK_ROWS = 300;
+
+/** What the body stream reads ahead of the socket (see `open`). */
+const STREAM_BUFFER_BYTES = 1024 * 1024;
 
 /** A record as the list endpoint renders it, fields in the list's order. */
 type Rendered = Readonly<Record<string, string | number | null>>;
@@ -172,6 +176,10 @@ export const exportService = {
     const source = SOURCES[resource];
     const body = Readable.from(encode(source, source.chunks(snapshot.db, accountId), format), {
       objectMode: false,
+      // Up to 1 MiB (a few reads) may wait for the socket. With the default 64 KiB every read
+      // waited for the client to drain the one before: a million incidents took 5.1 s instead of
+      // 3.9 s, for no saving in memory.
+      highWaterMark: STREAM_BUFFER_BYTES,
     });
     // 'close' comes once the generator has finished, also when destroyed before it started or in
     // the middle of a read (Readable.from waits for the generator's return): never under a query.
