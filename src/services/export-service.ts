@@ -37,9 +37,8 @@ export type ExportFormat = (typeof EXPORT_FORMATS)[number];
  * Rows per read. Each read's rows and text wait in the stream while the socket drains, long enough
  * to be promoted to V8's old space, so the chunk size sets how far the heap grows before a full
  * collection: exporting a million incidents grew the server by 150 MB with 2,000 rows a read and
- * by 55–64 MB with 300, as fast once statements are prepared once per export and the stream reads
- * ahead
- * (docs/performance.md).
+ * by 55–64 MB with 300, as fast once statements are prepared once per export and the stream
+ * reads ahead (docs/performance.md).
  */
 const CHUNK_ROWS = 300;
 
