@@ -37,19 +37,22 @@ function rankMap(holes: HoleBlock[]): RankMap {
   return { holes, firstRank, shift };
 }
 
-/** Bound of the rank maps one process keeps: a 1M-incident account with a hole in every block takes ~300 kB. */
+/** Bound of the rank maps kept per database: a 1M-incident account with a hole in every block takes ~300 kB. */
 const RANK_MAP_BYTES = 8 * 1024 * 1024;
-const rankMaps = new Lru<string, RankMap>(
-  RANK_MAP_BYTES,
-  (map, key) => map.holes.length * 40 + key.length * 2 + 64,
-);
+/** Per database: an account id and version say nothing about another database's holes. */
+const rankMaps = new WeakMap<Kysely<Database>, Lru<string, RankMap>>();
 
 async function rankMapOf(db: Kysely<Database>, accountId: string, version: number): Promise<RankMap> {
+  let maps = rankMaps.get(db);
+  if (maps === undefined) {
+    maps = new Lru(RANK_MAP_BYTES, (map, key) => map.holes.length * 40 + key.length * 2 + 64);
+    rankMaps.set(db, maps);
+  }
   const key = `${accountId}\n${version}`;
-  let map = rankMaps.get(key);
+  let map = maps.get(key);
   if (map === undefined) {
     map = rankMap(await incidentRepository.listHoleBlocks(db, accountId));
-    rankMaps.set(key, map);
+    maps.set(key, map);
   }
   return map;
 }
