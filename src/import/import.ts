@@ -276,8 +276,9 @@ class Batches {
       this.db,
       batch.map((p) => p.row),
     );
-    this.counts.deleted[type] = (this.counts.deleted[type] ?? 0) + batch.length;
-    for (const { account_id: accountId, position } of removed) {
+    // What was really taken out: deleting what is not there does nothing, and says so.
+    this.counts.deleted[type] = (this.counts.deleted[type] ?? 0) + removed.count;
+    for (const { account_id: accountId, position } of removed.incidents) {
       const change = this.incidentChanges.get(accountId) as IncidentChange;
       change.removed += 1;
       change.holedBlocks.add(Math.floor((position - 1) / POSITION_BLOCK));

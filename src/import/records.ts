@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { USER_ROLES } from '../auth/roles.ts';
 import { type AccountInput, accountRepository } from '../db/repositories/accounts.ts';
-import type { ChangeStamp } from '../db/repositories/change-stamp.ts';
+import { type ChangeStamp, deactivateMany } from '../db/repositories/change-stamp.ts';
 import {
   type IncidentInput,
   incidentRepository,
@@ -229,10 +229,15 @@ export interface RecordKind<Row extends { id: string }> {
   upsert(db: Kysely<Database>, rows: Stamped<Row>[], now: string): Promise<number>;
   /**
    * Takes a batch of `"deleted": true` records out of the public view (records that are not there
-   * are skipped); returns the incidents it removed, with the paging positions they held. Null:
-   * the type cannot be deleted.
+   * are skipped); returns how many it took out, and the incidents among them with the paging
+   * positions they held. Null: the type cannot be deleted.
    */
-  remove: ((db: Kysely<Database>, refs: Stamped<RecordRef>[]) => Promise<RemovedIncident[]>) | null;
+  remove:
+    | ((
+        db: Kysely<Database>,
+        refs: Stamped<RecordRef>[],
+      ) => Promise<{ count: number; incidents: RemovedIncident[] }>)
+    | null;
 }
 
 function namedResource(plural: 'departments' | 'locations'): RecordKind<NamedResourceInput> {
@@ -252,10 +257,7 @@ function namedResource(plural: 'departments' | 'locations'): RecordKind<NamedRes
       await namedResourceRepository.upsertMany(db, plural, rows);
       return rows.length;
     },
-    remove: async (db, refs) => {
-      await namedResourceRepository.deactivateMany(db, plural, refs);
-      return [];
-    },
+    remove: async (db, refs) => ({ count: await deactivateMany(db, plural, refs), incidents: [] }),
   };
 }
 
@@ -316,10 +318,7 @@ export const RECORD_KINDS = {
       await userRepository.upsertMany(db, rows);
       return rows.length;
     },
-    remove: async (db, refs) => {
-      await userRepository.deactivateMany(db, refs);
-      return [];
-    },
+    remove: async (db, refs) => ({ count: await deactivateMany(db, 'users', refs), incidents: [] }),
   } satisfies RecordKind<UserInput>,
   incident: {
     plural: 'incidents',
@@ -367,7 +366,10 @@ export const RECORD_KINDS = {
     // One statement instead of a lookup per batch (see incidentRepository.upsertMany).
     upsertRefusesMoves: true,
     upsert: (db, rows) => incidentRepository.upsertMany(db, rows),
-    remove: (db, refs) => incidentRepository.deleteMany(db, refs),
+    remove: async (db, refs) => {
+      const incidents = await incidentRepository.deleteMany(db, refs);
+      return { count: incidents.length, incidents };
+    },
   } satisfies RecordKind<IncidentInput>,
 };
 

@@ -1,4 +1,5 @@
-import { type RawBuilder, sql } from 'kysely';
+import { type Kysely, type RawBuilder, sql } from 'kysely';
+import type { Database } from '../schema.ts';
 
 /**
  * What the upserts of public records share. An import stamps every record with its place in the
@@ -18,4 +19,28 @@ export function anyColumnChanged(table: string, columns: readonly string[]): Raw
   const stored = sql.join(columns.map((column) => sql.ref(`${table}.${column}`)));
   const incoming = sql.join(columns.map((column) => sql.ref(`excluded.${column}`)));
   return sql<boolean>`(${stored}) IS DISTINCT FROM (${incoming})`;
+}
+
+/**
+ * Takes rows out of the public view (an import's deletion of a user, department or location): the
+ * active ones among `refs` become inactive, each at its seq. Returns how many it changed; a row
+ * already inactive, or not there, is left alone.
+ */
+export async function deactivateMany(
+  db: Kysely<Database>,
+  table: 'users' | 'departments' | 'locations',
+  refs: ({ id: string; account_id: string } & ChangeStamp)[],
+): Promise<number> {
+  let changed = 0;
+  for (const ref of refs) {
+    const result = await db
+      .updateTable(table)
+      .set({ active: 0, change_seq: ref.change_seq, changed_at: ref.changed_at })
+      .where('id', '=', ref.id)
+      .where('account_id', '=', ref.account_id)
+      .where('active', '=', 1)
+      .executeTakeFirst();
+    changed += Number(result.numUpdatedRows);
+  }
+  return changed;
 }

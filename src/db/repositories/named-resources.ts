@@ -76,21 +76,4 @@ export const namedResourceRepository = {
       )
       .execute();
   },
-
-  /** Takes rows out of the public view (the import's deletion): active ones only, each at its seq. */
-  async deactivateMany(
-    db: Kysely<Database>,
-    table: NamedResourceTable,
-    refs: (Pick<NamedResourceInput, 'id' | 'account_id'> & ChangeStamp)[],
-  ): Promise<void> {
-    for (const ref of refs) {
-      await db
-        .updateTable(table)
-        .set({ active: 0, change_seq: ref.change_seq, changed_at: ref.changed_at })
-        .where('id', '=', ref.id)
-        .where('account_id', '=', ref.account_id)
-        .where('active', '=', 1)
-        .execute();
-    }
-  },
 };

@@ -152,23 +152,4 @@ export const userRepository = {
       )
       .execute();
   },
-
-  /**
-   * Takes users out of the public view (the import's deletion): they become inactive, each at its
-   * seq; a user who already is inactive is left as they are.
-   */
-  async deactivateMany(
-    db: Kysely<Database>,
-    refs: (Pick<UserInput, 'id' | 'account_id'> & ChangeStamp)[],
-  ): Promise<void> {
-    for (const ref of refs) {
-      await db
-        .updateTable('users')
-        .set({ active: 0, change_seq: ref.change_seq, changed_at: ref.changed_at })
-        .where('id', '=', ref.id)
-        .where('account_id', '=', ref.account_id)
-        .where('active', '=', 1)
-        .execute();
-    }
-  },
 };
