@@ -50,14 +50,10 @@ export async function authenticateApiKey(request: FastifyRequest, reply: Fastify
   if (match === null) throw ApiError.apiKeyRequired();
 
   const now = new Date();
-  const key = await request.server.keyLookup.findByHash(hashApiKey(match[1] as string));
-  if (key === undefined || effectiveState(key, now) !== 'active') throw ApiError.apiKeyInvalid();
-  if (key.api_access !== 1) throw ApiError.featureNotAvailable();
-  if (!READ_METHODS.has(request.method) && key.scope === 'read') {
-    throw ApiError.insufficientScope(request.method, key.scope);
-  }
-
-  const window = await request.server.rateLimiter.consume(key.id, key.rate_limit_per_hour);
+  const keyHash = hashApiKey(match[1] as string);
+  const counted =
+    (await countRemembered(request, keyHash, now)) ?? (await lookUpAndCount(request, keyHash, now));
+  const { key, window } = counted;
   if (!window.allowed) throw ApiError.rateLimitExceeded(key.rate_limit_per_hour, window.retryAfterSeconds);
   reply
     .header('x-ratelimit-limit', key.rate_limit_per_hour)
@@ -67,6 +63,43 @@ export async function authenticateApiKey(request: FastifyRequest, reply: Fastify
   request.server.lastUse.record(key.id, now);
   request.apiKey = key;
   request.rateLimitWindow = window;
+}
+
+/** The checks before the count, in DESIGN.md's order: key, plan, scope. */
+function refusal(key: KeyForAuth | undefined, method: string, now: Date): ApiError | null {
+  if (key === undefined || effectiveState(key, now) !== 'active') return ApiError.apiKeyInvalid();
+  if (key.api_access !== 1) return ApiError.featureNotAvailable();
+  if (!READ_METHODS.has(method) && key.scope === 'read') return ApiError.insufficientScope(method, key.scope);
+  return null;
+}
+
+/** The key row as the store holds it now, checked, then counted: the order DESIGN.md fixes. */
+async function lookUpAndCount(request: FastifyRequest, keyHash: string, now: Date) {
+  const key = await request.server.keyLookup.findByHash(keyHash);
+  const refused = refusal(key, request.method, now);
+  if (key === undefined || refused !== null) throw refused ?? ApiError.apiKeyInvalid();
+  return { key, window: await request.server.rateLimiter.consume(key.id, key.rate_limit_per_hour) };
+}
+
+/**
+ * One Redis round trip instead of two, where the count reads the shared generation (PostgreSQL with
+ * Redis): a row read earlier that would pass the checks is counted at once, and the generation the
+ * count returns says whether the row may be served. If it may not (a writer bumped it since, or it
+ * could not be read), the count is given back and the request starts over from the store, so it
+ * gets exactly the answer and the count it would have got without this path. `undefined` when the
+ * path does not apply.
+ */
+async function countRemembered(request: FastifyRequest, keyHash: string, now: Date) {
+  const { keyLookup, rateLimiter } = request.server;
+  if (!rateLimiter.readsGeneration) return undefined;
+  const remembered = keyLookup.remembered(keyHash);
+  if (remembered === undefined || refusal(remembered.row, request.method, now) !== null) return undefined;
+  const key = remembered.row;
+  const window = await rateLimiter.consume(key.id, key.rate_limit_per_hour);
+  if (window.generation === remembered.generation) return { key, window };
+  // A refused count was not kept (`consume` gave it back), so there is nothing to give back then.
+  if (window.allowed) await rateLimiter.refund(key.id, window);
+  return undefined;
 }
 
 /**

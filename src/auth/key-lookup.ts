@@ -30,6 +30,16 @@ export class KeyLookup {
     private readonly watch: Pick<CommitWatch, 'current'> | Pick<SharedGeneration, 'current'> | null,
   ) {}
 
+  /**
+   * The row of `keyHash` as read earlier, with the generation it was read under, for a caller that
+   * learns the current generation by other means (`authenticateApiKey`, from the rate limiter's
+   * count): it may serve the row only if that generation is the same. Nothing for a key not read
+   * yet, or whose rows were dropped.
+   */
+  remembered(keyHash: string): { generation: number | string; row: KeyForAuth } | undefined {
+    return this.rows.get(keyHash);
+  }
+
   async findByHash(keyHash: string): Promise<KeyForAuth | undefined> {
     if (this.watch === null) return apiKeyRepository.findForAuthByHash(this.db, keyHash);
     // Taken before the read: a commit after this point changes the generation the next lookup sees.

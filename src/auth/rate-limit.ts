@@ -2,10 +2,11 @@ import type { Redis } from 'ioredis';
 import { Counter } from 'prom-client';
 import { Lru } from '../lib/lru.ts';
 import {
+  type IRateLimiterRedisOptions,
   type RateLimiterAbstract,
   RateLimiterMemory,
   RateLimiterRedis,
-  type RateLimiterRes,
+  RateLimiterRes,
 } from 'rate-limiter-flexible';
 
 /**
@@ -23,6 +24,12 @@ export interface RateLimitWindow {
   resetEpochSeconds: number;
   /** Whole seconds until the window resets, at least 1. */
   retryAfterSeconds: number;
+  /**
+   * The shared generation (`SharedGeneration`) as Redis held it when it counted this request, read
+   * in the same round trip; `null` when it was not read: no generation key, no value yet, or the
+   * count was made in process memory.
+   */
+  generation: string | null;
 }
 
 const WINDOW_SECONDS = 3600;
@@ -63,6 +70,72 @@ class CountedFallbackLimiter extends RateLimiterMemory {
   }
 }
 
+/**
+ * A Lua string literal of `text`: every byte that is not a letter, a digit, `:`, `_` or `-` as a
+ * decimal escape, so that no database name can end the literal or change the script around it.
+ */
+function luaString(text: string): string {
+  const bytes = Buffer.from(text, 'utf8');
+  return `"${[...bytes].map((b) => (/[A-Za-z0-9:_-]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `\\${b}`)).join('')}"`;
+}
+
+/**
+ * rate-limiter-flexible's counting script (open the window if there is none, add the points, read
+ * what is left of the window), which also reads the shared generation: a request is counted, and
+ * the key row it was served with is confirmed, in one round trip. The generation is not one of the
+ * script's declared keys (the library declares the counter alone), which a single Redis allows;
+ * docs/scaling.md says what Redis Cluster needs instead.
+ */
+function countingScript(generationKey: string): string {
+  return `redis.call('set', KEYS[1], 0, 'EX', ARGV[2], 'NX')
+local consumed = redis.call('incrby', KEYS[1], ARGV[1])
+local ttl = redis.call('pttl', KEYS[1])
+if ttl == -1 then
+  redis.call('expire', KEYS[1], ARGV[2])
+  ttl = 1000 * ARGV[2]
+end
+return {consumed, ttl, redis.call('get', ${luaString(generationKey)})}`;
+}
+
+/** A count made by `countingScript`, with the generation it read. */
+class CountWithGeneration extends RateLimiterRes {
+  constructor(
+    remainingPoints: number,
+    msBeforeNext: number,
+    consumedPoints: number,
+    isFirstInDuration: boolean,
+    readonly generation: string | null,
+  ) {
+    super(remainingPoints, msBeforeNext, consumedPoints, isFirstInDuration);
+  }
+}
+
+/**
+ * The Redis counter with `countingScript`. `_getRateLimiterRes` is the library's hook for turning
+ * a store's reply into a result; besides the script's reply it receives `get`'s, a transaction's
+ * `[[error, points], [error, ttl]]`, which has no generation.
+ */
+class GenerationReadingLimiter extends RateLimiterRedis {
+  constructor(options: IRateLimiterRedisOptions, generationKey: string) {
+    super({ ...options, customIncrTtlLuaScript: countingScript(generationKey) });
+  }
+
+  _getRateLimiterRes(_rlKey: string, changedPoints: number, reply: unknown[]): RateLimiterRes {
+    const fromTransaction = Array.isArray(reply[0]);
+    const value = (entry: unknown) => (Array.isArray(entry) ? entry[1] : entry);
+    const consumed = Number.parseInt(String(value(reply[0])), 10);
+    const msBeforeNext = Number(value(reply[1]));
+    const generation = !fromTransaction && typeof reply[2] === 'string' ? reply[2] : null;
+    return new CountWithGeneration(
+      Math.max(this.points - consumed, 0),
+      msBeforeNext,
+      consumed,
+      consumed === changedPoints,
+      generation,
+    );
+  }
+}
+
 export class PublicRateLimiter {
   /** Redis with the in-memory insurance count, or the in-memory count alone without Redis. */
   private readonly shared: RateLimiterAbstract;
@@ -84,11 +157,25 @@ export class PublicRateLimiter {
    * instance falls back to its own in-memory count (the insurance limiter) rather than refusing or
    * waving requests through. Without it, counts live in this process.
    */
+  /** Whether counts read the shared generation: Redis and a `generationKey` were given. */
+  readonly readsGeneration: boolean;
+  private readonly windowSeconds: number;
+
+  /**
+   * `generationKey`: the shared generation's Redis key (`SharedGeneration.key`), read with every
+   * count; none where there is no shared generation (SQLite's commit watch needs no Redis).
+   * `keyPrefix` and `windowSeconds` are the tests' to change.
+   */
   constructor(
     redis: Redis | null,
-    keyPrefix = 'safety-api:rl',
-    private readonly windowSeconds = WINDOW_SECONDS,
+    {
+      generationKey = null,
+      keyPrefix = 'safety-api:rl',
+      windowSeconds = WINDOW_SECONDS,
+    }: { generationKey?: string | null; keyPrefix?: string; windowSeconds?: number } = {},
   ) {
+    this.windowSeconds = windowSeconds;
+    this.readsGeneration = redis !== null && generationKey !== null;
     this.sameWindowMs = Math.min(1000, (windowSeconds * 1000) / 2);
     if (redis === null) {
       this.fallback = null;
@@ -104,7 +191,7 @@ export class PublicRateLimiter {
       },
     );
     this.fallback = fallback;
-    this.shared = new RateLimiterRedis({
+    const options: IRateLimiterRedisOptions = {
       storeClient: redis,
       keyPrefix,
       points: UNBOUNDED_POINTS,
@@ -112,7 +199,11 @@ export class PublicRateLimiter {
       // Disconnected: straight to the insurance count, without trying the command first.
       rejectIfRedisNotReady: true,
       insuranceLimiter: fallback,
-    });
+    };
+    this.shared =
+      generationKey === null
+        ? new RateLimiterRedis(options)
+        : new GenerationReadingLimiter(options, generationKey);
   }
 
   /** Where this call counts: Redis (with its insurance), or the insurance alone while Redis is suspect. */
@@ -122,10 +213,11 @@ export class PublicRateLimiter {
 
   /** Counts one request of `keyId`; a refused request is not counted. */
   async consume(keyId: string, allowance: number): Promise<RateLimitWindow> {
-    const res = (await this.limiter.consume(keyId, 1)) as RateLimiterRes;
+    const res = await this.limiter.consume(keyId, 1);
     const now = Date.now();
     const endsAtMs = this.stableEnd(keyId, now + Math.max(res.msBeforeNext, 0));
     const window = {
+      generation: res instanceof CountWithGeneration ? res.generation : null,
       allowed: res.consumedPoints <= allowance,
       endsAtMs,
       remaining: Math.max(allowance - res.consumedPoints, 0),

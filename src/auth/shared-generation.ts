@@ -27,7 +27,8 @@ export class SharedGeneration {
 
   private constructor(
     private readonly redis: Redis,
-    private readonly key: string,
+    /** Where the value lives; the rate limiter's counting script reads it too (`PublicRateLimiter`). */
+    readonly key: string,
   ) {}
 
   /**

@@ -57,10 +57,16 @@ export async function openServices(
   if (redis !== null && !(await redisReady(redis))) {
     logger.warn('Redis is not answering: rate limits are counted per instance until it does');
   }
-  const rateLimiter = new PublicRateLimiter(redis);
   // SQLite's commit watch sees every commit by itself; PostgreSQL needs writers to say so.
   const sharedGeneration =
     redis !== null && database.store === 'postgres' ? await SharedGeneration.open(redis, database.db) : null;
+  // Where the count reads the generation, it has a connection of its own: ioredis keeps one script
+  // per command name and connection, and rate-limiter-flexible names every counting script alike,
+  // so the sign-in throttles' limiters would replace this one's.
+  const countingRedis =
+    sharedGeneration === null || config.redisUrl === null ? redis : openRedis(config.redisUrl);
+  if (countingRedis !== redis && countingRedis !== null) await redisReady(countingRedis);
+  const rateLimiter = new PublicRateLimiter(countingRedis, { generationKey: sharedGeneration?.key ?? null });
 
   const lastUse = new LastUseRecorder(database.db as Kysely<Database>, (error) => {
     // An outage is logged once by the store monitor; the uses wait for the next pass.
@@ -77,6 +83,7 @@ export async function openServices(
     signIn: SignIn.create(redis),
     async close() {
       await lastUse.close();
+      if (countingRedis !== redis) countingRedis?.disconnect();
       redis?.disconnect();
       await database.destroy();
     },

@@ -25,11 +25,10 @@ describe('rate limit refunds stay in their window', () => {
   for (const backend of ['memory', 'redis'] as const) {
     test(`a refund after the window rolled over gives nothing back (${backend})`, async () => {
       if (backend === 'redis') assert.ok(await redisReady(redis), 'test Redis answers');
-      const limiter = new PublicRateLimiter(
-        backend === 'redis' ? redis : null,
-        `safety-api-test:rl:${randomUUID()}`,
-        2,
-      );
+      const limiter = new PublicRateLimiter(backend === 'redis' ? redis : null, {
+        keyPrefix: `safety-api-test:rl:${randomUUID()}`,
+        windowSeconds: 2,
+      });
       const key = randomUUID();
       const counted = await limiter.consume(key, 5);
       assert.equal(counted.remaining, 4);
