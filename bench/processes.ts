@@ -80,14 +80,17 @@ export async function cli(args: string[], env: Record<string, string>) {
 
 /**
  * Starts a long-running Node.js server (pinned to the server's CPU) and waits until `ready()`
- * resolves true. taskset execs node, so the child's pid is the server's own.
+ * resolves true. taskset execs node, so the child's pid is the server's own. `store`: another
+ * program (the bench's own redis-server), not pinned: like PostgreSQL, it runs where the kernel
+ * puts it.
  */
 export async function startServer(
   args: string[],
   env: Record<string, string>,
   ready: () => Promise<boolean>,
+  store?: string,
 ) {
-  const [command, argv] = pinned('server', process.execPath, args);
+  const [command, argv] = store === undefined ? pinned('server', process.execPath, args) : [store, args];
   const child = spawn(command, argv, {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'ignore', 'inherit'],

@@ -16,6 +16,7 @@ import { notModified } from './scenarios/not-modified.ts';
 import { pageOneRatio } from './scenarios/ratio.ts';
 import { walk } from './scenarios/walk.ts';
 import { settings, WORK } from './settings.ts';
+import { postgresTransactions, redisCommands, withOwnRedis } from './stores.ts';
 import { ensureWrk, wrkVersion } from './wrk.ts';
 
 /**
@@ -37,8 +38,12 @@ async function sqliteMode(): Promise<void> {
   await importRate('SQLite', dataFile, settings.incidents, env, true);
   const api = await startApi('SQLite', env);
   try {
-    if (!settings.onlySync) {
-      const { etag, apiRuns, apiCpuUsPerRequest } = await pageOneRatio('SQLite', api, true);
+    if (settings.only === 'scale') {
+      await pageOneRatio('SQLite', api, 0.5);
+      return;
+    }
+    if (settings.only === '') {
+      const { etag, apiRuns, apiCpuUsPerRequest } = await pageOneRatio('SQLite', api, 0.5);
       const underLoad = await depth(api, settings.incidents);
       await walk(api, settings.incidents);
       const conditional = await notModified(api, etag, apiCpuUsPerRequest);
@@ -57,20 +62,33 @@ async function sqliteMode(): Promise<void> {
   }
 }
 
+/**
+ * PostgreSQL with a Redis of the bench's own (its command count is then the server's alone), as a
+ * deployment of several instances runs; page 1 also reports what each request costs the two stores.
+ */
 async function postgresMode(): Promise<void> {
-  await withPostgresDatabase(async (url) => {
-    const env = { DATABASE_URL: url, REDIS_URL: settings.redisUrl };
-    const dataFile = await generateDataset('pg.ndjson', settings.pgIncidents);
-    await importRate('PostgreSQL', dataFile, settings.pgIncidents, env, false);
-    const api = await startApi('PostgreSQL + Redis', env);
-    try {
-      if (!settings.onlySync) await pageOneRatio('PostgreSQL + Redis', api, false);
-      await exportIncidents('PostgreSQL + Redis', api, false);
-      await feedCatchUp('PostgreSQL + Redis', api, settings.pgIncidents, false);
-    } finally {
-      await stop(api.process);
-    }
-  });
+  await withPostgresDatabase((url) =>
+    withOwnRedis(async (redisUrl) => {
+      const env = { DATABASE_URL: url, REDIS_URL: redisUrl };
+      const dataFile = await generateDataset('pg.ndjson', settings.pgIncidents);
+      await importRate('PostgreSQL', dataFile, settings.pgIncidents, env, false);
+      const api = await startApi('PostgreSQL + Redis', env);
+      const transactions = postgresTransactions(url);
+      const commands = redisCommands(redisUrl);
+      try {
+        if (settings.only !== 'sync') {
+          await pageOneRatio('PostgreSQL + Redis', api, 0.4, [transactions, commands]);
+        }
+        if (settings.only === 'scale') return;
+        await exportIncidents('PostgreSQL + Redis', api, false);
+        await feedCatchUp('PostgreSQL + Redis', api, settings.pgIncidents, false);
+      } finally {
+        commands.close();
+        await transactions.close();
+        await stop(api.process);
+      }
+    }),
+  );
 }
 
 const loadAverage = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');

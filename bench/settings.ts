@@ -20,9 +20,15 @@ export const WORK = join(ROOT, '.bench', `run-${process.pid}`);
 
 const incidents = positiveInteger('BENCH_INCIDENTS', 1_000_000);
 
-/** `BENCH_ONLY=sync`: only issue 12's measurements (export, feed, deletion), after the same import. */
+/**
+ * `BENCH_ONLY=sync`: only issue 12's measurements (export, feed, deletion), after the same import.
+ * `BENCH_ONLY=scale`: only issue 13's, the page-1 ratios of both stores with what each request
+ * costs PostgreSQL and Redis.
+ */
 const only = process.env.BENCH_ONLY ?? '';
-if (only !== '' && only !== 'sync') throw new Error(`BENCH_ONLY must be "sync" or unset (got "${only}")`);
+if (only !== '' && only !== 'sync' && only !== 'scale') {
+  throw new Error(`BENCH_ONLY must be "sync", "scale" or unset (got "${only}")`);
+}
 
 export const settings = {
   incidents,
@@ -36,9 +42,8 @@ export const settings = {
   connections: positiveInteger('BENCH_CONNECTIONS', 50),
   pin: process.env.BENCH_PIN !== '0',
   skipPostgres: process.env.BENCH_SKIP_POSTGRES === '1',
-  onlySync: only === 'sync',
+  only,
   pgAdminUrl: process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
-  redisUrl: process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379',
 };
 
 if (settings.connections < settings.threads) {
