@@ -1,8 +1,6 @@
 import assert from 'node:assert/strict';
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { connect, createServer, type Server, type Socket } from 'node:net';
-import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { openDatabase, type Store } from '../src/db/database.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
@@ -12,75 +10,13 @@ import {
   bearer,
   createTestDatabase,
   REDIS_URL,
-  ROOT,
+  type ServerProcess,
   STORES,
   seedAccount,
   seedKey,
+  startServer,
   type TestDatabase,
 } from './helpers.ts';
-
-interface ServerProcess {
-  url: string;
-  port: number;
-  logs: () => string;
-  /** Sends a signal without waiting. */
-  signal(name: NodeJS.Signals): void;
-  /** Resolves with the exit code and the time from the call; kills the process past `withinMs`. */
-  exited(withinMs: number): Promise<{ code: number | null; ms: number }>;
-  stop(): Promise<number | null>;
-}
-
-/** Starts the real `safety-api serve` on a free port and waits until it listens. */
-async function startServer(env: Record<string, string>): Promise<ServerProcess> {
-  const child: ChildProcessWithoutNullStreams = spawn(
-    process.execPath,
-    [join(ROOT, 'bin/safety-api.js'), 'serve'],
-    {
-      cwd: ROOT,
-      env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
-    },
-  );
-  let output = '';
-  child.stdout.on('data', (d) => {
-    output += d;
-  });
-  child.stderr.on('data', (d) => {
-    output += d;
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 60_000);
-    const check = () => {
-      const match = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output);
-      if (match) {
-        clearTimeout(timer);
-        resolve(match[1] as string);
-      }
-    };
-    child.stdout.on('data', check);
-    child.on('exit', () => reject(new Error(`server exited:\n${output}`)));
-  });
-  return {
-    url,
-    port: Number(new URL(url).port),
-    logs: () => output,
-    signal: (name) => child.kill(name),
-    async exited(withinMs) {
-      const started = performance.now();
-      if (child.exitCode !== null || child.signalCode !== null)
-        return { code: child.exitCode, ms: performance.now() - started };
-      const timer = setTimeout(() => child.kill('SIGKILL'), withinMs);
-      const [code] = await once(child, 'exit');
-      clearTimeout(timer);
-      return { code: code as number | null, ms: performance.now() - started };
-    },
-    async stop() {
-      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
-      child.kill('SIGTERM');
-      const [code] = await once(child, 'exit');
-      return code as number | null;
-    },
-  };
-}
 
 /** A raw client connection that records what the server sends and how the connection ends. */
 interface RawConnection {

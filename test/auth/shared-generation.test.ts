@@ -1,15 +1,10 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import { apiKeyService } from '../../src/services/api-key-service.ts';
 import { freePort, type OwnRedis, startRedis } from '../faults/harness.ts';
 import {
-  bearer,
   createSecondInstance,
   createTestContext,
   REDIS_URL,
@@ -21,13 +16,13 @@ import {
   type TestContext,
 } from '../helpers.ts';
 import { AdminClient, seedUser } from '../routes/admin/admin-helpers.ts';
+import { exactnessOnTwoInstances, inProcess, pageOne } from './two-instances.ts';
 
 /**
  * PostgreSQL with Redis: key and account rows are reused while the shared generation in Redis is
- * unchanged, and every writer bumps it after its commit. (SQLite's commit watch has its own tests.)
+ * unchanged, and every writer bumps it after its commit. The cases every store shares are in
+ * `two-instances.ts`; SQLite runs them in `commit-watch-instances.test.ts`.
  */
-
-const PAGE_ONE = '/api/v1/public/incidents';
 
 /**
  * Counts the statements this process sends to PostgreSQL, but for the last-use writer's: it runs
@@ -51,9 +46,6 @@ function countPostgresQueries(): { count(): number; stop(): void } {
   };
 }
 
-const pageOne = (app: FastifyInstance, rawKey: string, method: 'GET' | 'POST' = 'GET') =>
-  app.inject({ method, url: PAGE_ONE, headers: bearer(rawKey) });
-
 /** The statements `requests` page-1 requests send to PostgreSQL, each answered 200. */
 async function queriesFor(app: FastifyInstance, rawKey: string, requests: number): Promise<number> {
   const counter = countPostgresQueries();
@@ -69,32 +61,18 @@ if (STORES.includes('postgres')) {
   describe('two instances on one PostgreSQL and one Redis', () => {
     let one: TestContext;
     let two: Awaited<ReturnType<typeof createSecondInstance>>;
-    let dir: string;
     let env: Record<string, string>;
     before(async () => {
       one = await createTestContext('postgres', { REDIS_URL });
       two = await createSecondInstance(one);
-      dir = mkdtempSync(join(tmpdir(), 'shared-generation-'));
       env = { DATABASE_URL: one.databaseUrl, REDIS_URL };
     });
     after(async () => {
       await two.close();
       await one.close();
-      rmSync(dir, { recursive: true, force: true });
     });
 
     const both = () => [one.app, two.app];
-
-    async function cli(...args: string[]): Promise<void> {
-      const result = await runCli(args, env);
-      assert.equal(result.code, 0, result.stderr);
-    }
-
-    async function importRecords(records: Record<string, unknown>[]): Promise<void> {
-      const file = join(dir, `${randomUUID()}.ndjson`);
-      writeFileSync(file, records.map((record) => JSON.stringify(record)).join('\n'));
-      await cli('import', file);
-    }
 
     test('repeated cached page-1 requests send nothing to PostgreSQL while nothing changes', async () => {
       const accountId = await seedAccount(one.db);
@@ -114,54 +92,6 @@ if (STORES.includes('postgres')) {
       } finally {
         await alone.close();
       }
-    });
-
-    test('every kind of write by the CLI applies at the next request of both instances', async () => {
-      const accountId = await seedAccount(one.db);
-      await seedIncidents(one.db, accountId, 3);
-      const key = await seedKey(one.db, accountId);
-      const expectAll = async (check: (app: FastifyInstance) => Promise<void>) => {
-        for (const app of both()) await check(app);
-      };
-      const status = (expected: number) => async (app: FastifyInstance) =>
-        assert.equal((await pageOne(app, key.rawKey)).statusCode, expected);
-      const error =
-        (code: string, method: 'GET' | 'POST' = 'GET') =>
-        async (app: FastifyInstance) =>
-          assert.equal((await pageOne(app, key.rawKey, method)).json().error, code);
-
-      await expectAll(status(200));
-      await cli('keys', 'disable', key.id);
-      await expectAll(error('API_KEY_INVALID'));
-      await cli('keys', 'enable', key.id);
-      await expectAll(status(200));
-
-      await expectAll(error('INSUFFICIENT_SCOPE', 'POST'));
-      await cli('keys', 'scope', key.id, 'read-write');
-      await expectAll(async (app) => assert.equal((await pageOne(app, key.rawKey, 'POST')).statusCode, 405));
-
-      const total = async (app: FastifyInstance) =>
-        (await pageOne(app, key.rawKey)).json().data.pagination.total;
-      await expectAll(async (app) => assert.equal(await total(app), 3));
-      const incident = {
-        type: 'incident',
-        id: randomUUID(),
-        account_id: accountId,
-        incident_number: 'INC-2099-0001',
-        status: 'open',
-        created_at: '2099-01-01T00:00:00.000Z',
-        updated_at: '2099-01-01T00:00:00.000Z',
-      };
-      await importRecords([incident]);
-      await expectAll(async (app) => assert.equal(await total(app), 4));
-
-      await importRecords([{ type: 'account', id: accountId, name: 'Plan removed', api_access: false }]);
-      await expectAll(error('FEATURE_NOT_AVAILABLE'));
-      await importRecords([{ type: 'account', id: accountId, name: 'Plan back', api_access: true }]);
-      await expectAll(status(200));
-
-      await cli('keys', 'revoke', key.id);
-      await expectAll(error('API_KEY_INVALID'));
     });
 
     test('a change made in SQL applies once "cache bump" has run', async () => {
@@ -198,29 +128,11 @@ if (STORES.includes('postgres')) {
       assert.equal((await pageOne(one.app, key.rawKey)).json().error, 'API_KEY_INVALID');
     });
 
-    test('under load on both instances, no 200 is served after a revocation has returned', async () => {
-      const accountId = await seedAccount(one.db);
-      await seedIncidents(one.db, accountId, 10);
-      const key = await seedKey(one.db, accountId);
-      let revokedAt: number | null = null;
-      let servedAfter = 0;
-      let refusedAfter = 0;
-      const load = async (app: FastifyInstance) => {
-        while (refusedAfter < 200) {
-          const sentAt = Date.now();
-          const res = await pageOne(app, key.rawKey);
-          if (revokedAt === null || sentAt <= revokedAt) continue;
-          if (res.statusCode === 200) servedAfter += 1;
-          else refusedAfter += 1;
-        }
-      };
-      const clients = both().flatMap((app) => Array.from({ length: 8 }, () => load(app)));
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      await cli('keys', 'revoke', key.id);
-      revokedAt = Date.now();
-      await Promise.all(clients);
-      assert.equal(servedAfter, 0);
-    });
+    exactnessOnTwoInstances(() => ({
+      instances: both().map(inProcess),
+      db: one.db,
+      cliEnv: env,
+    }));
   });
 
   describe('PostgreSQL with a Redis that stops answering', () => {
