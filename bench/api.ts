@@ -19,12 +19,19 @@ export function nextPort(): number {
   return lastPort;
 }
 
-/** Creates a key, then starts the real server (`safety-api serve`) on `env`'s store. */
-export async function startApi(label: string, env: Record<string, string>): Promise<Api> {
+/**
+ * Creates a key, then starts the real server (`safety-api serve`) on `env`'s store; `nodeOptions`
+ * go to node before the executable (`--cpu-prof`).
+ */
+export async function startApi(
+  label: string,
+  env: Record<string, string>,
+  nodeOptions: string[] = [],
+): Promise<Api> {
   const auth = await createKey(`bench ${label}`, env);
   const port = nextPort();
   const child = await startServer(
-    [CLI, 'serve'],
+    [...nodeOptions, CLI, 'serve'],
     { ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
     async () => (await get(port, '/api/v1/public/incidents?limit=1', auth)).status === 200,
   );

@@ -5,6 +5,7 @@ import { startApi } from './api.ts';
 import { generateDataset, withPostgresDatabase } from './data.ts';
 import { closeConnections } from './http.ts';
 import { pinningDescription, stop, stopAll } from './processes.ts';
+import { profilePageOne } from './profile.ts';
 import { fmt, log, printTable } from './report.ts';
 import { deleteIncidents } from './scenarios/delete.ts';
 import { depth } from './scenarios/depth.ts';
@@ -40,6 +41,8 @@ async function sqliteMode(): Promise<void> {
   try {
     if (settings.only === 'scale') {
       await pageOneRatio('SQLite', api, 0.5);
+      await stop(api.process);
+      await profilePageOne('SQLite', env);
       return;
     }
     if (settings.only === '') {
@@ -79,7 +82,11 @@ async function postgresMode(): Promise<void> {
         if (settings.only !== 'sync') {
           await pageOneRatio('PostgreSQL + Redis', api, 0.4, [transactions, commands]);
         }
-        if (settings.only === 'scale') return;
+        if (settings.only === 'scale') {
+          await stop(api.process);
+          await profilePageOne('PostgreSQL + Redis', env);
+          return;
+        }
         await exportIncidents('PostgreSQL + Redis', api, false);
         await feedCatchUp('PostgreSQL + Redis', api, settings.pgIncidents, false);
       } finally {
