@@ -99,12 +99,17 @@ export async function createTestContext(
 /**
  * Another server instance on `ctx`'s database and Redis, as a second machine behind a load
  * balancer would be: its own pools, caches and Redis connection. Closing it leaves the database.
+ * `overrides` change its configuration (another way to the same Redis, a log level), and
+ * `logStream` receives its log lines.
  */
 export async function createSecondInstance(
   ctx: TestContext,
+  overrides: Partial<Config> = {},
+  { logStream }: { logStream?: DestinationStream } = {},
 ): Promise<Pick<TestContext, 'app' | 'services' | 'close'>> {
-  const services = await openServices(ctx.config, { warn: () => {}, error: () => {} });
-  const app = await buildApp(ctx.config, services);
+  const config = { ...ctx.config, ...overrides };
+  const services = await openServices(config, { warn: () => {}, error: () => {} });
+  const app = await buildApp(config, services, { logStream });
   await app.ready();
   return {
     app,

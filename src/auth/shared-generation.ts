@@ -10,6 +10,8 @@ import type { Database } from '../db/schema.ts';
  * the command timeout instead of every one.
  */
 const REDIS_RETRY_AFTER_MS = 1000;
+/** How often a bump Redis did not take is tried again (`bumpOrKeepTrying`). */
+const BUMP_RETRY_MS = 500;
 
 /**
  * The commit watch of a PostgreSQL deployment: a value in Redis that every writer of keys and
@@ -24,6 +26,8 @@ const REDIS_RETRY_AFTER_MS = 1000;
  */
 export class SharedGeneration {
   private suspectUntil = 0;
+  /** A failed bump is being tried again (`bumpOrKeepTrying`). */
+  private retrying = false;
 
   private constructor(
     private readonly redis: Redis,
@@ -61,5 +65,34 @@ export class SharedGeneration {
   /** Makes every row read before this call unusable on every instance; call it after the commit. */
   async bump(): Promise<void> {
     await this.redis.set(this.key, randomUUID());
+  }
+
+  /**
+   * `bump`, for a writer with nobody to hand a failure to (the admin panel: the person at it cannot
+   * run `cache bump`). When Redis does not take the bump, it is tried again in the background every
+   * `retryMs` until Redis does, so that the change reaches the instances that saw no outage of
+   * their own (those that did dropped their rows already). Several failed bumps share one retry:
+   * one bump covers every commit made before it. `report` hears of the first failure and of the
+   * bump that finally landed.
+   */
+  async bumpOrKeepTrying(report: (failure: unknown) => void, retryMs = BUMP_RETRY_MS): Promise<void> {
+    try {
+      await this.bump();
+      return;
+    } catch (error) {
+      if (this.retrying) return;
+      this.retrying = true;
+      report(error);
+    }
+    const retry = () => {
+      this.bump().then(
+        () => {
+          this.retrying = false;
+          report(null);
+        },
+        () => setTimeout(retry, retryMs).unref(),
+      );
+    };
+    setTimeout(retry, retryMs).unref();
   }
 }

@@ -3,8 +3,9 @@ import { after, before, describe, test } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import { apiKeyService } from '../../src/services/api-key-service.ts';
-import { freePort, type OwnRedis, startRedis } from '../faults/harness.ts';
+import { freePort, type OwnRedis, sleep, startRedis, startRelay } from '../faults/harness.ts';
 import {
+  captureLog,
   createSecondInstance,
   createTestContext,
   REDIS_URL,
@@ -190,6 +191,45 @@ if (STORES.includes('postgres')) {
       });
       assert.equal(list.code, 0, list.stderr);
       assert.equal(JSON.parse(list.stdout)[0].state, 'disabled');
+    });
+
+    test('a panel cut off from Redis keeps trying its bump, and the other instance sees the change once it lands', async () => {
+      const relay = await startRelay(redis.url);
+      const log = captureLog();
+      const panelInstance = await createSecondInstance(
+        ctx,
+        { redisUrl: relay.url, logLevel: 'info' },
+        { logStream: log.stream },
+      );
+      try {
+        const accountId = await seedAccount(ctx.db);
+        const key = await seedKey(ctx.db, accountId);
+        const admin = await seedUser(ctx.db, accountId);
+        const panel = new AdminClient(panelInstance.app);
+        assert.equal((await panel.signIn(admin.email)).statusCode, 303);
+        assert.equal((await pageOne(ctx.app, key.rawKey)).statusCode, 200);
+
+        // Only the panel's instance loses Redis: the other one sees no outage and keeps its rows.
+        relay.cut();
+        const page = await panel.get(`/admin/settings/integrations/api-keys/${key.id}`);
+        const res = await panel.submit(page.body, `/admin/settings/integrations/api-keys/${key.id}/disable`);
+        assert.equal(res.statusCode, 303, 'the change is saved');
+        assert.match(log.text(), /Redis did not take the cache bump/);
+        assert.equal((await pageOne(ctx.app, key.rawKey)).statusCode, 200, 'the gap: no bump, no news');
+
+        relay.heal();
+        const deadline = Date.now() + 10_000;
+        let status = 200;
+        while (status === 200 && Date.now() < deadline) {
+          await sleep(100);
+          status = (await pageOne(ctx.app, key.rawKey)).statusCode;
+        }
+        assert.equal(status, 401, 'seen without anyone running "cache bump"');
+        assert.match(log.text(), /Redis took the cache bump/);
+      } finally {
+        await panelInstance.close();
+        await relay.close();
+      }
     });
 
     test('"cache bump" says when there is nothing to bump', async () => {

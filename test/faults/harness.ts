@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
@@ -74,6 +74,50 @@ export async function startRedis(): Promise<OwnRedis> {
         await exited;
       }
     },
+  };
+}
+
+/**
+ * A TCP relay to `targetUrl` (a redis:// URL) that the test can cut and heal: a network partition
+ * between one client and a server that every other client still reaches. While cut, it drops its
+ * connections and every new one at once.
+ */
+export async function startRelay(
+  targetUrl: string,
+): Promise<{ url: string; cut(): void; heal(): void; close(): Promise<void> }> {
+  const target = new URL(targetUrl);
+  const sockets = new Set<Socket>();
+  let open = true;
+  const server = createServer((client) => {
+    if (!open) return void client.destroy();
+    const upstream = connect(Number(target.port), target.hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => {});
+      socket.on('close', () => {
+        sockets.delete(socket);
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  const port = await freePort();
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    cut() {
+      open = false;
+      for (const socket of sockets) socket.destroy();
+    },
+    heal() {
+      open = true;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
   };
 }
 

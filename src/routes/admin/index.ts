@@ -38,17 +38,19 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
   // Every change the panel makes (keys, OAuth clients) is a form post, committed by the time its
   // answer is sent: bumping here, before it goes out, lets every instance see the change at its
   // next request. Posts that change nothing (sign-in, a refused form) cost each instance one read.
+  // If Redis does not take the bump, it is tried again until it does.
   app.addHook('onSend', async (request, _reply, payload) => {
     const generation = request.server.sharedGeneration;
     if (request.method !== 'POST' || generation === null) return payload;
-    try {
-      await generation.bump();
-    } catch (error) {
-      request.log.error(
-        { err: error },
-        'the change is saved, but Redis did not take the cache bump: run "safety-api cache bump"',
-      );
-    }
+    const log = request.server.log;
+    await generation.bumpOrKeepTrying((failure) => {
+      if (failure === null) log.info("Redis took the cache bump: every instance sees the panel's changes");
+      else
+        log.error(
+          { err: failure },
+          'the change is saved, but Redis did not take the cache bump: instances that saw no outage serve the old key rows until it lands; trying again until it does',
+        );
+    });
     return payload;
   });
 
