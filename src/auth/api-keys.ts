@@ -51,9 +51,8 @@ export async function authenticateApiKey(request: FastifyRequest, reply: Fastify
 
   const now = new Date();
   const keyHash = hashApiKey(match[1] as string);
-  const counted =
+  const { key, window } =
     (await countRemembered(request, keyHash, now)) ?? (await lookUpAndCount(request, keyHash, now));
-  const { key, window } = counted;
   if (!window.allowed) throw ApiError.rateLimitExceeded(key.rate_limit_per_hour, window.retryAfterSeconds);
   reply
     .header('x-ratelimit-limit', key.rate_limit_per_hour)
@@ -77,7 +76,8 @@ function refusal(key: KeyForAuth | undefined, method: string, now: Date): ApiErr
 async function lookUpAndCount(request: FastifyRequest, keyHash: string, now: Date) {
   const key = await request.server.keyLookup.findByHash(keyHash);
   const refused = refusal(key, request.method, now);
-  if (key === undefined || refused !== null) throw refused ?? ApiError.apiKeyInvalid();
+  // (`refusal` refuses a missing key; the second test is there for the type checker.)
+  if (refused !== null || key === undefined) throw refused ?? ApiError.apiKeyInvalid();
   return { key, window: await request.server.rateLimiter.consume(key.id, key.rate_limit_per_hour) };
 }
 
