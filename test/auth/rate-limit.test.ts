@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { PublicRateLimiter } from '../../src/auth/rate-limit.ts';
 import { openRedis, redisReady } from '../../src/redis.ts';
 import { apiKeyService } from '../../src/services/api-key-service.ts';
@@ -82,12 +82,11 @@ if (STORES.includes('postgres')) {
     let ctx: TestContext;
     before(async () => {
       own = await startRedis();
-      probe = new Redis(own.url);
+      probe = own.inspect();
       ctx = await createTestContext('postgres', { REDIS_URL: own.url });
     });
     after(async () => {
       await ctx.close();
-      probe.disconnect();
       await own.stop();
     });
 
