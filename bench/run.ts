@@ -17,7 +17,7 @@ import { notModified } from './scenarios/not-modified.ts';
 import { pageOneRatio } from './scenarios/ratio.ts';
 import { walk } from './scenarios/walk.ts';
 import { settings, WORK } from './settings.ts';
-import { postgresTransactions, redisCommands, withOwnRedis } from './stores.ts';
+import { postgresTransactions, processCpu, redisCommands, withOwnRedis } from './stores.ts';
 import { ensureWrk, wrkVersion } from './wrk.ts';
 
 /**
@@ -71,7 +71,7 @@ async function sqliteMode(): Promise<void> {
  */
 async function postgresMode(): Promise<void> {
   await withPostgresDatabase((url) =>
-    withOwnRedis(async (redisUrl) => {
+    withOwnRedis(async (redisUrl, redisPid) => {
       const env = { DATABASE_URL: url, REDIS_URL: redisUrl };
       const dataFile = await generateDataset('pg.ndjson', settings.pgIncidents);
       await importRate('PostgreSQL', dataFile, settings.pgIncidents, env, false);
@@ -80,7 +80,8 @@ async function postgresMode(): Promise<void> {
       const commands = redisCommands(redisUrl);
       try {
         if (settings.only !== 'sync') {
-          await pageOneRatio('PostgreSQL + Redis', api, 0.4, [transactions, commands]);
+          const redisCpu = processCpu('Redis CPU µs', redisPid);
+          await pageOneRatio('PostgreSQL + Redis', api, 0.4, [transactions, commands, redisCpu]);
         }
         if (settings.only === 'scale') {
           await stop(api.process);

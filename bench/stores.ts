@@ -1,13 +1,13 @@
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { nextPort } from './api.ts';
-import { startServer, stop } from './processes.ts';
+import { cpuMicros, startServer, stop } from './processes.ts';
 
 /**
  * What one request costs the shared stores, counted by the stores themselves: PostgreSQL's
  * committed and rolled-back transactions in the bench database (`pg_stat_database`), and the
- * commands a Redis of the bench's own has run (`INFO commandstats`). The Redis is the bench's own
- * so that nothing else on the machine adds to its count.
+ * commands a Redis of the bench's own has run (`INFO commandstats`), and that Redis's CPU time. The
+ * Redis is the bench's own so that nothing else on the machine adds to its counts.
  */
 export interface StoreCounter {
   name: string;
@@ -17,8 +17,11 @@ export interface StoreCounter {
   breakdown?(requests: number): string;
 }
 
-/** Runs `body` with the URL of a redis-server of its own on a free port, stopped afterwards. */
-export async function withOwnRedis<T>(body: (url: string) => Promise<T>): Promise<T> {
+/**
+ * Runs `body` with the URL and process id of a redis-server of its own on a free port, stopped
+ * afterwards.
+ */
+export async function withOwnRedis<T>(body: (url: string, pid: number) => Promise<T>): Promise<T> {
   const port = nextPort();
   const url = `redis://127.0.0.1:${port}`;
   const server = await startServer(
@@ -37,7 +40,7 @@ export async function withOwnRedis<T>(body: (url: string) => Promise<T>): Promis
     'redis-server',
   );
   try {
-    return await body(url);
+    return await body(url, server.pid);
   } finally {
     await stop(server);
   }
@@ -102,4 +105,9 @@ export function postgresTransactions(url: string): StoreCounter & { close(): Pro
     },
     close: () => client.end(),
   };
+}
+
+/** CPU time (user + system) process `pid` has used, in µs: the bench's own Redis's, per request. */
+export function processCpu(name: string, pid: number): StoreCounter {
+  return { name, read: async () => cpuMicros(pid) };
 }
