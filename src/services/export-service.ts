@@ -36,12 +36,12 @@ export type ExportFormat = (typeof EXPORT_FORMATS)[number];
 /**
  * Rows per read. A read's rows stay alive until they are rendered, so every young-generation
  * collection meanwhile copies them, and the more survives collections, the further V8 grows the
- * heap; the chunk size sets how far: exporting a million incidents grew the server by 150 MB with 2,000 rows a read (about
- * 120 MB even once each line goes straight into bytes) and by 55–64 MB with 300. 600, with the
- * lines written straight into bytes (`lines`), grew it by 53–56 MB for 7–9% less CPU per row than
- * 300 did before (docs/performance.md).
+ * heap; the chunk size sets how far: exporting a million incidents grew the server by 150 MB with
+ * 2,000 rows a read (about 120 MB even with `lines` as it is) and by 51–55 MB with 300. 600 rows
+ * grew it by 53–56 MB and saved no CPU that side-by-side runs could tell from noise
+ * (docs/performance.md).
  */
-const CHUNK_ROWS = 600;
+const CHUNK_ROWS = 300;
 
 /** What the body stream reads ahead of the socket (see `open`). */
 const STREAM_BUFFER_BYTES = 1024 * 1024;
@@ -118,8 +118,12 @@ function csvLine(values: (string | number | null | undefined)[]): string {
   return `${values.map(csvField).join(',')}\r\n`;
 }
 
-/** Room for a line of a record, before a longer one makes the chunk's buffer grow. */
-const LINE_BYTES = 512;
+/**
+ * Room for a line of a record, before a longer one makes the chunk's buffer grow: an incident's
+ * line is about 360 bytes, and a chunk's buffer stays below glibc's 128 KiB, above which every
+ * allocation is fresh memory from the system.
+ */
+const LINE_BYTES = 400;
 const LINE_FEED = 0x0a;
 
 /**
