@@ -38,9 +38,9 @@ function sendPage(reply: FastifyReply, { data, next_cursor, has_more }: ChangesP
  *
  * It answers without the response cache (`respond`). A page would be cacheable once its cursor
  * is checked (it follows from the account, its data version, the cursor and the limit), but:
- * - a catch-up walk asks for each page once, so caching its pages (up to about 400 KB each at
+ * - a catch-up walk asks for each page once, so caching its pages (up to about 500 KB each at
  *   limit=1000) only pushes the list pages, which are asked for again and again, out of the
- *   shared cache: a walk over a million incidents would pass 350 MB through a 32 MB cache;
+ *   shared cache: a walk over a million incidents would pass 500 MB through a 32 MB cache;
  * - the one page that is asked for again, the empty page at the head, would hand out the cursor
  *   it was first issued with, whose `issuedAt` ages until CHANGES_RETENTION_DAYS expires it while
  *   the client keeps polling (an ETag and a 304 would do the same), and it costs a snapshot read
