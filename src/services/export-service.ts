@@ -37,7 +37,7 @@ export type ExportFormat = (typeof EXPORT_FORMATS)[number];
  * Rows per read. A read's rows stay alive until they are rendered, so every young-generation
  * collection meanwhile copies them, and the more survives collections, the further V8 grows the
  * heap; the chunk size sets how far: exporting a million incidents grew the server by 150 MB with
- * 2,000 rows a read (about 120 MB even with `lines` as it is) and by 51–55 MB with 300. 600 rows
+ * 2,000 rows a read (about 120 MB even with `lines` as it is) and by 51–53 MB with 300. 600 rows
  * grew it by 53–56 MB and saved no CPU that side-by-side runs could tell from noise
  * (docs/performance.md).
  */
