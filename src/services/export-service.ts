@@ -34,11 +34,12 @@ export const EXPORT_FORMATS = ['ndjson', 'csv'] as const;
 export type ExportFormat = (typeof EXPORT_FORMATS)[number];
 
 /**
- * Rows per read. Each read's rows and text wait in the stream while the socket drains, long enough
- * to be promoted to V8's old space, so the chunk size sets how far the heap grows before a full
- * collection: exporting a million incidents grew the server by 150 MB with 2,000 rows a read and
- * by 55–64 MB with 300, as fast once statements are prepared once per export and the stream
- * reads ahead (docs/performance.md).
+ * Rows per read. A read's rows stay alive until they are rendered, so every young-generation
+ * collection meanwhile copies them, and the more survives collections, the further V8 grows the
+ * heap; the chunk size sets how far: exporting a million incidents grew the server by 150 MB with
+ * 2,000 rows a read (about 120 MB even with `lines` as it is) and by 51–53 MB with 300. 600 rows
+ * grew it by 53–56 MB and saved no CPU that side-by-side runs could tell from noise
+ * (docs/performance.md).
  */
 const CHUNK_ROWS = 300;
 
@@ -117,18 +118,43 @@ function csvLine(values: (string | number | null | undefined)[]): string {
   return `${values.map(csvField).join(',')}\r\n`;
 }
 
-/** Records as lines of the format: NDJSON, or CSV rows of `fields`. */
-function lines(format: ExportFormat, fields: string[], records: Rendered[]): string {
-  let text = '';
-  if (format === 'ndjson') for (const record of records) text += `${JSON.stringify(record)}\n`;
-  else for (const record of records) text += csvLine(fields.map((field) => record[field]));
-  return text;
+/**
+ * Room for a line of a record, before a longer one makes the chunk's buffer grow: an incident's
+ * line is about 360 bytes, and a chunk's buffer stays below glibc's 128 KiB, above which every
+ * allocation is fresh memory from the system.
+ */
+const LINE_BYTES = 400;
+const LINE_FEED = 0x0a;
+
+/**
+ * Records as lines of the format (NDJSON, or CSV rows of `fields`), each written into the chunk's
+ * bytes as soon as it is made. The chunk's text is never one string: joining the lines made a
+ * rope that had to be flattened into a second copy before the stream turned it into bytes, and
+ * kept every line alive until then, so that more of the young generation survived each collection
+ * and V8 grew it further (docs/performance.md).
+ */
+function lines(format: ExportFormat, fields: string[], records: Rendered[]): Buffer {
+  let bytes = Buffer.allocUnsafeSlow(records.length * LINE_BYTES);
+  let used = 0;
+  for (const record of records) {
+    const line = format === 'ndjson' ? JSON.stringify(record) : csvLine(fields.map((field) => record[field]));
+    // A UTF-16 code unit is at most 3 bytes of UTF-8; 1 more for NDJSON's line feed.
+    const most = line.length * 3 + 1;
+    if (bytes.length - used < most) {
+      const larger = Buffer.allocUnsafeSlow(Math.max(bytes.length * 2, used + most));
+      bytes.copy(larger, 0, 0, used);
+      bytes = larger;
+    }
+    used += bytes.write(line, used);
+    if (format === 'ndjson') used = bytes.writeUInt8(LINE_FEED, used);
+  }
+  return bytes.subarray(0, used);
 }
 
-/** The response body, as text chunks: NDJSON lines, or CSV (RFC 4180, CRLF) after a header row. */
+/** The response body, in chunks of bytes: NDJSON lines, or CSV (RFC 4180, CRLF) after a header row. */
 async function* encode(source: ExportSource, records: AsyncGenerator<Rendered[]>, format: ExportFormat) {
   const { fields } = source;
-  if (format === 'csv') yield csvLine(fields);
+  if (format === 'csv') yield Buffer.from(csvLine(fields));
   let first = true;
   for await (const chunk of records) {
     // The first chunk goes out at once; each later one after the event loop has had a turn.
@@ -141,7 +167,7 @@ async function* encode(source: ExportSource, records: AsyncGenerator<Rendered[]>
 /** A whole export file of these records, as the endpoint writes it (the document's examples). */
 export function exportFile(resource: ExportResource, format: ExportFormat, records: Rendered[]): string {
   const { fields } = SOURCES[resource];
-  return (format === 'csv' ? csvLine(fields) : '') + lines(format, fields, records);
+  return (format === 'csv' ? csvLine(fields) : '') + lines(format, fields, records).toString();
 }
 
 export interface Export {

@@ -156,6 +156,7 @@ for (const store of STORES) {
       assert.equal(res.statusCode, 200, res.body);
       const body = res.json();
       assert.equal(body.error, false);
+      assert.equal(res.body, JSON.stringify(body), 'the page is written as JSON.stringify writes it');
       return body.data;
     }
 
@@ -217,11 +218,13 @@ for (const store of STORES) {
     }
 
     test('a walk from no cursor is a full sync: the replica equals the lists, oldest change first', async () => {
-      const { accountId, rawKey } = await account(23);
+      const { accountId, rawKey, incidentIds } = await account(23);
       const other = await account(5);
       await commit(
         ctx.db,
         accountId,
+        // Text that JSON escapes, or writes in more than one byte per character.
+        updateIncident(incidentIds[4]!, { description: 'a "quote", \\ \n\t\u0001 é 💥 \u2028 end' }),
         putUser(userRow(accountId, 'Alice')),
         // An email no format check would pass (imports take it): shown as the list shows it.
         putUser({ ...userRow(accountId, 'Bob'), email: 'bob at example' }),

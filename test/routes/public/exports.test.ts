@@ -95,9 +95,10 @@ for (const store of STORES) {
       accountId = await seedAccount(ctx.db, { rate_limit_per_hour: 100_000 });
       const other = await seedAccount(ctx.db);
       ({ rawKey } = await seedKey(ctx.db, accountId));
-      // More than one chunk of reads, with every kind of value.
+      // More than one chunk of reads, with every kind of value, and a line longer than a chunk's
+      // first buffer.
       await seedIncidents(ctx.db, accountId, 4321, (i) => ({
-        description: i % 3 === 0 ? null : i % 3 === 1 ? TRICKY : `plain ${i}`,
+        description: i % 3 === 0 ? null : i === 1 ? TRICKY.repeat(3000) : i % 3 === 1 ? TRICKY : `plain ${i}`,
         location: i % 2 === 0 ? null : 'Plant, "A"',
         incident_date: i % 5 === 0 ? null : '2025-01-02',
         severity_impact: i % 7 === 0 ? null : 3,
@@ -190,6 +191,11 @@ for (const store of STORES) {
         const lines = parseNdjson(ndjson.body);
         assert.deepEqual(lines, rows, resource);
         for (const line of lines) assert.deepEqual(Object.keys(line), fields);
+        assert.equal(
+          ndjson.body,
+          lines.map((line) => `${JSON.stringify(line)}\n`).join(''),
+          'each line as JSON.stringify writes it',
+        );
         const cursor = await decodeCursor(ndjson.headers['x-changes-cursor']);
         assert.equal(cursor?.position, position, 'the snapshot’s head');
         assert.equal(cursor?.bound, position, 'a pass that starts anew at the next request');
