@@ -9,6 +9,8 @@ export class Lru<K, V> {
   // entry is always the least recently used.
   private readonly entries = new Map<K, { value: V; size: number }>();
   private total = 0;
+  /** The newest entry's key: reading that entry again changes no order, so it is not moved. */
+  private newest: K | undefined;
 
   constructor(
     private readonly maxSize: number,
@@ -23,8 +25,11 @@ export class Lru<K, V> {
   get(key: K): V | undefined {
     const entry = this.entries.get(key);
     if (entry === undefined) return undefined;
-    this.entries.delete(key);
-    this.entries.set(key, entry);
+    if (key !== this.newest) {
+      this.entries.delete(key);
+      this.entries.set(key, entry);
+      this.newest = key;
+    }
     return entry.value;
   }
 
@@ -37,6 +42,7 @@ export class Lru<K, V> {
     const size = this.sizeOf(value, key);
     if (size > this.maxSize) return;
     this.entries.set(key, { value, size });
+    this.newest = key;
     this.total += size;
     for (const [oldestKey, oldest] of this.entries) {
       if (this.total <= this.maxSize) break;
@@ -54,6 +60,7 @@ export class Lru<K, V> {
 
   clear(): void {
     this.entries.clear();
+    this.newest = undefined;
     this.total = 0;
   }
 }

@@ -20,6 +20,33 @@ describe('Lru', () => {
     assert.deepEqual(keysOf(lru, ['a', 'b', 'c', 'd']), ['a', 'c', 'd']);
   });
 
+  it('reading the newest entry again and again keeps the order exact', () => {
+    const lru = new Lru<string, number>(2);
+    lru.set('a', 1);
+    lru.set('b', 2);
+    assert.equal(lru.get('b'), 2); // already the newest
+    assert.equal(lru.get('b'), 2);
+    assert.equal(lru.get('a'), 1); // now a is the newest, b the oldest
+    lru.set('c', 3);
+    assert.equal(lru.get('b'), undefined);
+    assert.equal(lru.get('c'), 3);
+
+    // The newest entry deleted, then written again: it is the newest once more.
+    lru.delete('c');
+    lru.set('c', 30);
+    assert.equal(lru.get('a'), 1);
+    lru.set('d', 4);
+    assert.equal(lru.get('c'), undefined);
+    assert.deepEqual(keysOf(lru, ['a', 'c', 'd']), ['a', 'd']);
+
+    lru.clear();
+    lru.set('e', 5);
+    lru.set('f', 6);
+    assert.equal(lru.get('e'), 5);
+    lru.set('g', 7);
+    assert.equal(lru.get('f'), undefined);
+  });
+
   it('a write refreshes an entry and replaces its value without growing', () => {
     const lru = new Lru<string, number>(2);
     lru.set('a', 1);
