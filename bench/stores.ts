@@ -15,6 +15,8 @@ export interface StoreCounter {
   read(): Promise<number>;
   /** What the last two readings' difference was made of, per request, when the store can tell. */
   breakdown?(requests: number): string;
+  /** The issue's target, when it sets one: fewer than this per request. */
+  below?: number;
 }
 
 /**
@@ -94,6 +96,7 @@ export function postgresTransactions(url: string): StoreCounter & { close(): Pro
   const connected = client.connect();
   return {
     name: 'PostgreSQL transactions',
+    below: 0.01,
     async read() {
       await connected;
       await new Promise((resolve) => setTimeout(resolve, 1100));
