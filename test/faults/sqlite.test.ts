@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import SqliteDatabase from 'better-sqlite3';
+import { hashPassword } from '../../src/auth/passwords.ts';
 import { apiKeyRepository } from '../../src/db/repositories/api-keys.ts';
 import { bearer, STORES, seedAccount, seedKey } from '../helpers.ts';
 import { AdminClient, seedUser as seedAdmin } from '../routes/admin/admin-helpers.ts';
@@ -43,11 +44,15 @@ if (STORES.includes('sqlite')) {
       return release;
     }
 
-    test('admin sign-in answers 503 + Retry-After within ~3 s while reads stay quick; later it signs in', async () => {
+    test('admin sign-in answers 503 + Retry-After within ~3 s of the password work while reads stay quick; later it signs in', async () => {
       const admin = new AdminClient(ctx.app);
       const form = await admin.get('/admin/sign-in');
       assert.equal((await get()).statusCode, 200);
 
+      // Before its write meets the lock, the sign-in re-hashes the seeded (cheap) password at the
+      // production cost: CPU work on top of the store's deadline, which a loaded machine can
+      // stretch to a second by itself. Measured here, on the same machine at the same moment.
+      const { ms: passwordMs } = await timed(() => hashPassword('the work a sign-in does first'));
       const release = holdWriteLock();
       try {
         const signIn = timed(() =>
@@ -69,7 +74,10 @@ if (STORES.includes('sqlite')) {
         assert.equal(result.statusCode, 503);
         assert.ok(Number(result.headers['retry-after']) >= 1);
         assert.match(String(result.headers['content-type']), /text\/html/);
-        assert.ok(ms < WRITE_MAX_MS, `sign-in answered in ${Math.round(ms)} ms`);
+        assert.ok(
+          ms < WRITE_MAX_MS + passwordMs,
+          `sign-in answered in ${Math.round(ms)} ms (its password work alone: ${Math.round(passwordMs)} ms)`,
+        );
       } finally {
         release();
       }
