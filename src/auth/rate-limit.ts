@@ -152,16 +152,15 @@ export class PublicRateLimiter {
     registers: [],
   });
 
-  /**
-   * With `redis`, the counts live in Redis, shared by every instance. Should Redis fail, each
-   * instance falls back to its own in-memory count (the insurance limiter) rather than refusing or
-   * waving requests through. Without it, counts live in this process.
-   */
   /** Whether counts read the shared generation: Redis and a `generationKey` were given. */
   readonly readsGeneration: boolean;
   private readonly windowSeconds: number;
 
   /**
+   * With `redis`, the counts live in Redis, shared by every instance. Should Redis fail, each
+   * instance falls back to its own in-memory count (the insurance limiter) rather than refusing or
+   * waving requests through. Without it, counts live in this process.
+   *
    * `generationKey`: the shared generation's Redis key (`SharedGeneration.key`), read with every
    * count; none where there is no shared generation (SQLite's commit watch needs no Redis).
    * `keyPrefix` and `windowSeconds` are the tests' to change.

@@ -70,12 +70,12 @@ export class SharedGeneration {
   /**
    * `bump`, for a writer with nobody to hand a failure to (the admin panel: the person at it cannot
    * run `cache bump`). When Redis does not take the bump, it is tried again in the background every
-   * `retryMs` until Redis does, so that the change reaches the instances that saw no outage of
+   * `BUMP_RETRY_MS` until Redis does, so that the change reaches the instances that saw no outage of
    * their own (those that did dropped their rows already). Several failed bumps share one retry:
    * one bump covers every commit made before it. `report` hears of the first failure and of the
    * bump that finally landed.
    */
-  async bumpOrKeepTrying(report: (failure: unknown) => void, retryMs = BUMP_RETRY_MS): Promise<void> {
+  async bumpOrKeepTrying(report: (failure: unknown) => void): Promise<void> {
     try {
       await this.bump();
       return;
@@ -90,9 +90,9 @@ export class SharedGeneration {
           this.retrying = false;
           report(null);
         },
-        () => setTimeout(retry, retryMs).unref(),
+        () => setTimeout(retry, BUMP_RETRY_MS).unref(),
       );
     };
-    setTimeout(retry, retryMs).unref();
+    setTimeout(retry, BUMP_RETRY_MS).unref();
   }
 }

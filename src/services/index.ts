@@ -18,7 +18,10 @@ const IN_MEMORY_SQLITE = 'sqlite::memory:';
 /** The long-lived resources of one server process, opened together and closed together. */
 export interface Services {
   database: DatabaseHandle;
-  /** The one Redis connection (REDIS_URL), or `null`: counts are then kept in process memory. */
+  /**
+   * The shared Redis connection (REDIS_URL), or `null`: counts are then kept in process memory.
+   * With a shared generation, the public rate limiter counts on a second connection of its own.
+   */
   redis: Redis | null;
   keyLookup: KeyLookup;
   /** PostgreSQL with Redis only: what writers bump after their commits (`SharedGeneration`). */
