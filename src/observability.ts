@@ -1,6 +1,7 @@
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
-import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Registry } from 'prom-client';
 import { ApiError } from './errors.ts';
+import { HttpMetrics } from './http-metrics.ts';
 import { registerApiDocs } from './openapi/routes.ts';
 
 /**
@@ -20,61 +21,31 @@ declare module 'fastify' {
   }
 }
 
-interface RouteSeries {
-  duration: Histogram.Internal<'method' | 'route'>;
-  byStatus: Map<number, Counter.Internal>;
-}
-
 /** Must run before any route is registered: it watches every route as it is added. */
 export function registerObservability(app: FastifyInstance): void {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   registry.registerMetric(app.rateLimiter.fallbackCounter);
-  const requests = new Counter({
-    name: 'http_requests_total',
-    help: 'HTTP responses sent, by method, route pattern and status code',
-    labelNames: ['method', 'route', 'status_code'] as const,
-    registers: [registry],
-  });
-  const duration = new Histogram({
-    name: 'http_request_duration_seconds',
-    help: 'Time from request to response, by route pattern',
-    labelNames: ['method', 'route'] as const,
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
-    registers: [registry],
-  });
-
-  // Label children, made once per method, route and status: prom-client hashes a label object on
-  // every plain inc()/observe(), a child only on creation. The route pattern, never the raw URL,
-  // keeps the label set (and so this map) bounded.
-  const series = new Map<string, RouteSeries>();
+  const http = new HttpMetrics();
   // Synchronous (callback style): an async hook would cost a promise and a tick on every response.
   app.addHook('onResponse', (request, reply, done) => {
-    const method = request.method;
-    const route = request.routeOptions.url ?? 'unmatched';
-    const name = `${method} ${route}`;
-    let entry = series.get(name);
-    if (entry === undefined) {
-      entry = { duration: duration.labels(method, route), byStatus: new Map() };
-      series.set(name, entry);
-    }
-    const status = reply.statusCode;
-    let counter = entry.byStatus.get(status);
-    if (counter === undefined) {
-      counter = requests.labels(method, route, String(status));
-      entry.byStatus.set(status, counter);
-    }
-    counter.inc();
-    entry.duration.observe(reply.elapsedTime / 1000);
+    // The route pattern, never the raw URL, keeps the label set bounded.
+    http.record(
+      request.method,
+      request.routeOptions.url ?? 'unmatched',
+      reply.statusCode,
+      reply.elapsedTime / 1000,
+    );
     done();
   });
 
   registerApiDocs(app);
 
-  const metricsListener = app.config.metricsPort === null ? null : metricsOnlyApp(registry);
+  const exposition = async () => `${await registry.metrics()}\n${http.text()}`;
+  const metricsListener = app.config.metricsPort === null ? null : metricsOnlyApp(exposition);
   app.decorate('metricsListener', metricsListener);
   if (metricsListener === null) {
-    app.get('/metrics', metricsRoute(registry));
+    app.get('/metrics', metricsRoute(exposition));
   } else {
     app.addHook('onClose', async () => {
       await metricsListener.close();
@@ -82,10 +53,13 @@ export function registerObservability(app: FastifyInstance): void {
   }
 }
 
-function metricsRoute(registry: Registry) {
+/** prom-client's series, then the HTTP ones (`HttpMetrics`), in Prometheus' text format. */
+type Exposition = () => Promise<string>;
+
+function metricsRoute(exposition: Exposition) {
   return async (_request: unknown, reply: FastifyReply) => {
-    reply.type(registry.contentType);
-    return registry.metrics();
+    reply.type(Registry.PROMETHEUS_CONTENT_TYPE);
+    return exposition();
   };
 }
 
@@ -93,10 +67,10 @@ function metricsRoute(registry: Registry) {
  * `/metrics` alone, for an address the public cannot reach: the counts tell how busy the service
  * is and which routes exist. Its own requests are neither logged nor counted.
  */
-function metricsOnlyApp(registry: Registry): FastifyInstance {
+function metricsOnlyApp(exposition: Exposition): FastifyInstance {
   // A scraper's kept-alive connection must not hold up the process's shutdown.
   const metrics = Fastify({ logger: false, forceCloseConnections: true });
-  metrics.get('/metrics', metricsRoute(registry));
+  metrics.get('/metrics', metricsRoute(exposition));
   metrics.setNotFoundHandler((_request, reply) => reply.code(404).send(ApiError.notFound().body));
   return metrics;
 }
