@@ -95,8 +95,11 @@ async function countRemembered(request: FastifyRequest, keyHash: string, now: Da
   const remembered = keyLookup.remembered(keyHash);
   if (remembered === undefined || refusal(remembered.row, request.method, now) !== null) return undefined;
   const key = remembered.row;
+  const epoch = keyLookup.epoch;
   const window = await rateLimiter.consume(key.id, key.rate_limit_per_hour);
-  if (window.generation === remembered.generation) return { key, window };
+  // The epoch: the connection may have closed while the count waited, and the count been answered
+  // by a Redis that lacks the last bumps (`KeyLookup.forgetAll`).
+  if (window.generation === remembered.generation && keyLookup.epoch === epoch) return { key, window };
   // A refused count was not kept (`consume` gave it back), so there is nothing to give back then.
   if (window.allowed) await rateLimiter.refund(key.id, window);
   return undefined;

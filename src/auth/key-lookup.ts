@@ -22,7 +22,7 @@ const MAX_CACHED_KEYS = 10_000;
  */
 export class KeyLookup {
   private readonly rows = new Lru<string, { generation: number | string; row: KeyForAuth }>(MAX_CACHED_KEYS);
-  /** How often the rows were dropped for an unknown generation (see `findByHash`). */
+  /** How often the rows were dropped: for an unknown generation (`findByHash`) or by `forgetAll`. */
   private drops = 0;
 
   constructor(
@@ -40,6 +40,25 @@ export class KeyLookup {
     return this.rows.get(keyHash);
   }
 
+  /**
+   * Changes whenever the rows are dropped. A caller of `remembered` reads it before and after it
+   * learns the generation: if it changed in between, the row may not be served, whatever the
+   * generation says.
+   */
+  get epoch(): number {
+    return this.drops;
+  }
+
+  /**
+   * Drops every row, for when the generation's history was lost: a Redis connection closed, and
+   * what it reconnects to (a replica promoted in a failover) may lack the last bumps, so a value
+   * some row was read under may come back although a write happened since.
+   */
+  forgetAll(): void {
+    this.drops += 1;
+    this.rows.clear();
+  }
+
   async findByHash(keyHash: string): Promise<KeyForAuth | undefined> {
     if (this.watch === null) return apiKeyRepository.findForAuthByHash(this.db, keyHash);
     // Taken before the read: a commit after this point changes the generation the next lookup sees.
@@ -50,8 +69,7 @@ export class KeyLookup {
     if (generation === null) {
       // Unknown (Redis away): a write meanwhile could not bump the generation it comes back with,
       // so no row read before this point may be served again, whatever the generation says then.
-      this.drops += 1;
-      this.rows.clear();
+      this.forgetAll();
       return apiKeyRepository.findForAuthByHash(this.db, keyHash);
     }
     const cached = this.rows.get(keyHash);

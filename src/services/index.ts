@@ -76,10 +76,20 @@ export async function openServices(
     if (!isStoreUnavailable(error)) logger.error({ err: error }, 'could not record API key use');
   });
 
+  const keyLookup = new KeyLookup(database.db, database.commitWatch ?? sharedGeneration);
+  // Replication to Redis replicas is asynchronous: a failover can lose the last bumps, so that
+  // the value some rows were read under comes back although writes happened since. A failover
+  // closes the connections (Sentinel's CLIENT KILL, or the old primary gone), and so does any
+  // outage: whatever the generation reads after one, no row read before it is served again.
+  if (sharedGeneration !== null) {
+    for (const connection of new Set([redis, countingRedis]))
+      connection?.on('close', () => keyLookup.forgetAll());
+  }
+
   return {
     database,
     redis,
-    keyLookup: new KeyLookup(database.db, database.commitWatch ?? sharedGeneration),
+    keyLookup,
     sharedGeneration,
     rateLimiter,
     lastUse,

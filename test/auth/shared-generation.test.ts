@@ -232,6 +232,52 @@ if (STORES.includes('postgres')) {
       }
     });
 
+    test('after a Redis failover that lost the last bump, the rows read before it are not served', async () => {
+      const accountId = await seedAccount(ctx.db);
+      const key = await seedKey(ctx.db, accountId);
+      assert.equal((await pageOne(ctx.app, key.rawKey)).statusCode, 200);
+
+      // A failover that lost the bump, as the instance sees it: the write is committed, the Redis it
+      // reconnects to still holds the generation its rows were read under, and in between its
+      // connections were closed (a Sentinel failover closes them with CLIENT KILL). No request
+      // arrives while they are down, so no request saw the outage.
+      const inspect = redis.inspect();
+      const connected = async () =>
+        String(await inspect.client('LIST'))
+          .trim()
+          .split('\n').length;
+      const before = await connected();
+      await apiKeyService.disable(ctx.db, key.id, 'test');
+      await inspect.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+      const deadline = Date.now() + 10_000;
+      while ((await connected()) < before && Date.now() < deadline) await sleep(20);
+      assert.equal(await connected(), before, 'the instance reconnected');
+
+      assert.equal((await pageOne(ctx.app, key.rawKey)).json().error, 'API_KEY_INVALID');
+    });
+
+    test('a row is not served by a count that was on its way while the rows were dropped', async () => {
+      const accountId = await seedAccount(ctx.db);
+      const key = await seedKey(ctx.db, accountId);
+      assert.equal((await pageOne(ctx.app, key.rawKey)).statusCode, 200);
+      await apiKeyService.disable(ctx.db, key.id, 'test');
+
+      // The connection closes (and the rows are dropped) after the request took its remembered row
+      // and before its count is answered, by a Redis holding the same generation.
+      const limiter = ctx.app.rateLimiter;
+      const consume = limiter.consume;
+      limiter.consume = (keyId, allowance) => {
+        limiter.consume = consume;
+        ctx.app.keyLookup.forgetAll();
+        return consume.call(limiter, keyId, allowance);
+      };
+      try {
+        assert.equal((await pageOne(ctx.app, key.rawKey)).json().error, 'API_KEY_INVALID');
+      } finally {
+        limiter.consume = consume;
+      }
+    });
+
     test('"cache bump" says when there is nothing to bump', async () => {
       const result = await runCli(['cache', 'bump'], { DATABASE_URL: ctx.databaseUrl, REDIS_URL: '' });
       assert.equal(result.code, 0, result.stderr);
