@@ -5,8 +5,9 @@
  *
  * Why not prom-client's `Counter` and `Histogram` here, as for every other series: they validate
  * and hash the label values on every `inc()` and `observe()`, label children included, and build
- * the hash as a new string. On a cached page-1 request that cost about a tenth of the server's CPU
- * (docs/performance.md, "Scale-out"). Counting a response here is a map lookup and a few additions.
+ * the hash as a new string. On a cached page-1 request that was about 4% of the server's work (4.8%
+ * of the samples of a `perf` profile; 9,000 of 250,000 instructions per request under callgrind,
+ * docs/performance.md). Counting a response here is two map lookups and a few additions.
  */
 
 /** Upper bounds of the duration buckets, in seconds. */
