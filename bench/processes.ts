@@ -78,25 +78,37 @@ export async function cli(args: string[], env: Record<string, string>) {
   return { stdout, seconds: (performance.now() - started) / 1000, rssMb: rssKb / 1024 };
 }
 
+/** How a server is started when it is not a Node.js server pinned to the server's CPU. */
+export interface StartOptions {
+  /** Another program (the bench's own redis-server), not pinned: like PostgreSQL, it runs where the kernel puts it. */
+  store?: string;
+  /** A program that runs Node.js under it (valgrind and its options), not pinned, given 2 minutes to start. */
+  wrapper?: string[];
+}
+
 /**
  * Starts a long-running Node.js server (pinned to the server's CPU) and waits until `ready()`
- * resolves true. taskset execs node, so the child's pid is the server's own. `store`: another
- * program (the bench's own redis-server), not pinned: like PostgreSQL, it runs where the kernel
- * puts it.
+ * resolves true. taskset (and valgrind) exec node, so the child's pid is the server's own.
  */
 export async function startServer(
   args: string[],
   env: Record<string, string>,
   ready: () => Promise<boolean>,
-  store?: string,
+  { store, wrapper }: StartOptions = {},
 ) {
-  const [command, argv] = store === undefined ? pinned('server', process.execPath, args) : [store, args];
+  const [command, argv] =
+    store !== undefined
+      ? [store, args]
+      : wrapper !== undefined
+        ? [wrapper[0] as string, [...wrapper.slice(1), process.execPath, ...args]]
+        : pinned('server', process.execPath, args);
   const child = spawn(command, argv, {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   children.push(child);
-  for (let i = 0; i < 200; i += 1) {
+  const attempts = wrapper === undefined ? 200 : 1200;
+  for (let i = 0; i < attempts; i += 1) {
     if (child.exitCode !== null) throw new Error(`${args.join(' ')} exited with ${child.exitCode}`);
     if (await ready().catch(() => false)) return child as ChildProcess & { pid: number };
     await new Promise((r) => setTimeout(r, 100));

@@ -5,6 +5,7 @@ import { startApi } from './api.ts';
 import { generateDataset, withPostgresDatabase } from './data.ts';
 import { closeConnections } from './http.ts';
 import { pinningDescription, stop, stopAll } from './processes.ts';
+import { instructionsPageOne } from './instructions.ts';
 import { profilePageOne } from './profile.ts';
 import { fmt, log, printTable } from './report.ts';
 import { deleteIncidents } from './scenarios/delete.ts';
@@ -40,9 +41,10 @@ async function sqliteMode(): Promise<void> {
   const api = await startApi('SQLite', env);
   try {
     if (settings.only === 'scale') {
-      await pageOneRatio('SQLite', api, 0.5);
+      const { bareArgs } = await pageOneRatio('SQLite', api, 0.5);
       await stop(api.process);
       await profilePageOne('SQLite', env);
+      await instructionsPageOne('SQLite', env, bareArgs);
       return;
     }
     if (settings.only === '') {
@@ -79,13 +81,15 @@ async function postgresMode(): Promise<void> {
       const transactions = postgresTransactions(url);
       const commands = redisCommands(redisUrl);
       try {
-        if (settings.only !== 'sync') {
-          const redisCpu = processCpu('Redis CPU µs', redisPid);
-          await pageOneRatio('PostgreSQL + Redis', api, 0.4, [transactions, commands, redisCpu]);
-        }
-        if (settings.only === 'scale') {
+        const redisCpu = processCpu('Redis CPU µs', redisPid);
+        const ratio =
+          settings.only === 'sync'
+            ? null
+            : await pageOneRatio('PostgreSQL + Redis', api, 0.4, [transactions, commands, redisCpu]);
+        if (ratio !== null && settings.only === 'scale') {
           await stop(api.process);
           await profilePageOne('PostgreSQL + Redis', env);
+          await instructionsPageOne('PostgreSQL + Redis', env, ratio.bareArgs);
           return;
         }
         await exportIncidents('PostgreSQL + Redis', api, false);

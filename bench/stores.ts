@@ -39,7 +39,7 @@ export async function withOwnRedis<T>(body: (url: string, pid: number) => Promis
         probe.disconnect();
       }
     },
-    'redis-server',
+    { store: 'redis-server' },
   );
   try {
     return await body(url, server.pid);

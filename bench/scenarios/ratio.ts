@@ -43,16 +43,18 @@ export async function pageOneRatio(label: string, api: Api, target: number, coun
       'x-request-id',
     ].map((name) => [name, first.headers[name] as string]),
   );
+  // The bare server's arguments but its port: the instruction count starts one of its own.
+  const bareArgs = (port: number) => [
+    '--import',
+    'tsx',
+    join(ROOT, 'bench/bare-server.ts'),
+    bodyPath,
+    JSON.stringify(sameHeaders),
+    String(port),
+  ];
   const barePort = nextPort();
   const bare = await startServer(
-    [
-      '--import',
-      'tsx',
-      join(ROOT, 'bench/bare-server.ts'),
-      bodyPath,
-      JSON.stringify(sameHeaders),
-      String(barePort),
-    ],
+    bareArgs(barePort),
     {},
     async () => (await get(barePort, '/')).status === 200,
   );
@@ -123,5 +125,5 @@ export async function pageOneRatio(label: string, api: Api, target: number, coun
     target: `bare >= ${CPU_BOUND_PERCENT}% (CPU-bound)`,
     pass: bareBound,
   });
-  return { etag: first.headers.etag as string, apiRuns, apiCpuUsPerRequest: apiCpu };
+  return { etag: first.headers.etag as string, apiRuns, apiCpuUsPerRequest: apiCpu, bareArgs };
 }
