@@ -13,6 +13,11 @@ export interface Config {
   /** Public origin of the service, without a trailing slash, e.g. `https://api.example.com`. */
   baseUrl: string;
   databaseUrl: string;
+  /**
+   * Where migrations run (MIGRATION_DATABASE_URL): the same PostgreSQL database reached another
+   * way, for a `DATABASE_URL` through a transaction-mode pooler; otherwise `databaseUrl` itself.
+   */
+  migrationDatabaseUrl: string;
   /** `null` keeps rate-limit counters in process memory. */
   redisUrl: string | null;
   logLevel: LogLevel;
@@ -177,6 +182,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
 
   const databaseUrl = parseDatabaseUrl(env.DATABASE_URL, problems);
+  let migrationDatabaseUrl = databaseUrl;
+  if (env.MIGRATION_DATABASE_URL !== undefined && env.MIGRATION_DATABASE_URL !== '') {
+    if (databaseUrl.startsWith('sqlite:')) {
+      problems.push('MIGRATION_DATABASE_URL is for PostgreSQL only: DATABASE_URL is a SQLite file');
+    } else {
+      migrationDatabaseUrl = parseUrl(
+        'MIGRATION_DATABASE_URL',
+        env.MIGRATION_DATABASE_URL,
+        ['postgres:', 'postgresql:'],
+        problems,
+      );
+    }
+  }
 
   let redisUrl: string | null = null;
   if (env.REDIS_URL !== undefined && env.REDIS_URL !== '') {
@@ -200,6 +218,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     host,
     baseUrl,
     databaseUrl,
+    migrationDatabaseUrl,
     redisUrl,
     logLevel,
     oauthJwks,

@@ -61,6 +61,25 @@ describe('configuration', () => {
     assert.throws(() => loadConfig({ DATABASE_URL: 'sqlite:' }), /needs a file path/);
   });
 
+  test('MIGRATION_DATABASE_URL: PostgreSQL only, DATABASE_URL by default', () => {
+    assert.equal(loadConfig({}).migrationDatabaseUrl, 'sqlite:./data/safety-api.db');
+    const pooled = 'postgres://u@pgbouncer:6432/safety';
+    assert.equal(loadConfig({ DATABASE_URL: pooled }).migrationDatabaseUrl, pooled);
+    assert.equal(
+      loadConfig({ DATABASE_URL: pooled, MIGRATION_DATABASE_URL: 'postgres://u@db:5432/safety' })
+        .migrationDatabaseUrl,
+      'postgres://u@db:5432/safety',
+    );
+    assert.throws(
+      () => loadConfig({ MIGRATION_DATABASE_URL: 'postgres://u@db:5432/safety' }),
+      /MIGRATION_DATABASE_URL is for PostgreSQL only: DATABASE_URL is a SQLite file/,
+    );
+    assert.throws(
+      () => loadConfig({ DATABASE_URL: pooled, MIGRATION_DATABASE_URL: 'mysql://db/safety' }),
+      /MIGRATION_DATABASE_URL must start with postgres:\/\/ or postgresql:\/\//,
+    );
+  });
+
   test('TRUST_PROXY: IPv4 and IPv6 addresses and CIDRs, comma-separated; none by default', () => {
     assert.deepEqual(loadConfig({}).trustProxy, []);
     assert.deepEqual(loadConfig({ TRUST_PROXY: ' 10.0.0.0/8, 192.168.1.10 ,::1,fd00::/8' }).trustProxy, [

@@ -3,7 +3,7 @@ import type { Kysely } from 'kysely';
 import { SharedGeneration } from '../auth/shared-generation.ts';
 import { type Config, loadConfig } from '../config.ts';
 import { type DatabaseHandle, openDatabase } from '../db/database.ts';
-import { migrateToLatest } from '../db/migrate.ts';
+import { migrateThrough } from '../db/migrate.ts';
 import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
 import { openRedis, redisReady } from '../redis.ts';
@@ -20,9 +20,9 @@ export async function withDatabase<T>(
   { readOnly = false }: { readOnly?: boolean } = {},
 ): Promise<T> {
   const config = loadConfig();
+  await migrateThrough(config.databaseUrl, config.migrationDatabaseUrl);
   const handle = openDatabase(config.databaseUrl);
   try {
-    await migrateToLatest(handle.db);
     if (readOnly) return await work(handle.db, config);
     let result: T;
     try {

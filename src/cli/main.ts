@@ -1,8 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ConfigError, loadConfig } from '../config.ts';
-import { openDatabase } from '../db/database.ts';
-import { migrateToLatest } from '../db/migrate.ts';
+import { migrateThrough } from '../db/migrate.ts';
 import { InputError } from '../errors.ts';
 import { RECORD_KINDS, RECORD_TYPES } from '../import/records.ts';
 import { PROJECT_ROOT } from '../paths.ts';
@@ -35,13 +34,9 @@ const migrate: Command = {
   usage: ['safety-api migrate'],
   example: 'DATABASE_URL=sqlite:./data/safety-api.db safety-api migrate',
   async run(_args, io) {
-    const handle = openDatabase(loadConfig().databaseUrl);
-    try {
-      const applied = await migrateToLatest(handle.db);
-      io.out(applied.length === 0 ? 'Database is up to date.' : `Applied ${applied.join(', ')}.`);
-    } finally {
-      await handle.destroy();
-    }
+    const config = loadConfig();
+    const applied = await migrateThrough(config.databaseUrl, config.migrationDatabaseUrl);
+    io.out(applied.length === 0 ? 'Database is up to date.' : `Applied ${applied.join(', ')}.`);
   },
 };
 

@@ -5,6 +5,8 @@ import * as oauth from './migrations/0003_oauth.ts';
 import * as dropIncidentsCreatedIndex from './migrations/0004_drop_incidents_created_index.ts';
 import * as oauthHashedIds from './migrations/0005_oauth_hashed_ids.ts';
 import * as changes from './migrations/0006_changes.ts';
+import { openDatabase } from './database.ts';
+import { healthRepository } from './repositories/health.ts';
 import type { Database } from './schema.ts';
 
 /**
@@ -30,4 +32,40 @@ export async function migrateToLatest(db: Kysely<Database>): Promise<string[]> {
     throw new Error(`migration ${failed?.migrationName ?? '(unknown)'} failed: ${cause}`);
   }
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+}
+
+/**
+ * Applies pending migrations through `migrationUrl` (MIGRATION_DATABASE_URL, else `databaseUrl`),
+ * on a handle of its own, without the server's deadlines: a migration may take longer than one
+ * request's store call should.
+ *
+ * Kysely's migrator holds a session-level advisory lock from before its transaction to after it,
+ * which a transaction-mode pooler (PgBouncer) may run on three different server connections,
+ * leaving the lock held; a direct or session-mode URL for migrations avoids that. A different URL
+ * must reach the same database: checked by the name the server gives it, before anything is applied.
+ */
+export async function migrateThrough(databaseUrl: string, migrationUrl: string): Promise<string[]> {
+  const handle = openDatabase(migrationUrl);
+  try {
+    if (migrationUrl !== databaseUrl) {
+      const served = openDatabase(databaseUrl);
+      try {
+        const [migrating, serving] = await Promise.all([
+          healthRepository.postgresDatabaseName(handle.db),
+          healthRepository.postgresDatabaseName(served.db),
+        ]);
+        if (migrating !== serving) {
+          throw new Error(
+            `MIGRATION_DATABASE_URL reaches database "${migrating}" but DATABASE_URL reaches "${serving}": ` +
+              'they must be the same database; nothing was migrated',
+          );
+        }
+      } finally {
+        await served.destroy();
+      }
+    }
+    return await migrateToLatest(handle.db);
+  } finally {
+    await handle.destroy();
+  }
 }

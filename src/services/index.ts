@@ -7,8 +7,8 @@ import { PublicRateLimiter } from '../auth/rate-limit.ts';
 import { SharedGeneration } from '../auth/shared-generation.ts';
 import { SignIn } from '../auth/sign-in.ts';
 import type { Config } from '../config.ts';
-import { type DatabaseHandle, openDatabase, openServerDatabase } from '../db/database.ts';
-import { migrateToLatest } from '../db/migrate.ts';
+import { type DatabaseHandle, openServerDatabase } from '../db/database.ts';
+import { migrateThrough, migrateToLatest } from '../db/migrate.ts';
 import type { Database } from '../db/schema.ts';
 import { isStoreUnavailable } from '../db/store-health.ts';
 import { openRedis, redisReady } from '../redis.ts';
@@ -37,7 +37,9 @@ export async function openServices(
   config: Config,
   logger: Pick<Logger, 'warn' | 'error'> & Partial<Pick<Logger, 'info'>>,
 ): Promise<Services> {
-  await migrate(config.databaseUrl);
+  // An in-memory SQLite database exists only in its one handle: it is migrated on the server's below.
+  if (config.databaseUrl !== IN_MEMORY_SQLITE)
+    await migrateThrough(config.databaseUrl, config.migrationDatabaseUrl);
   const database = openServerDatabase(config.databaseUrl, {
     logger: {
       warn: (details, message) => logger.warn(details, message),
@@ -101,19 +103,4 @@ export async function openServices(
       await database.destroy();
     },
   };
-}
-
-/**
- * Migrations run on a handle of their own, without the server's deadlines: a migration may take
- * longer than one request's store call should. An in-memory SQLite database exists only in its
- * one handle, so `openServices` migrates it on the server's handle instead.
- */
-async function migrate(databaseUrl: string): Promise<void> {
-  if (databaseUrl === IN_MEMORY_SQLITE) return;
-  const handle = openDatabase(databaseUrl);
-  try {
-    await migrateToLatest(handle.db);
-  } finally {
-    await handle.destroy();
-  }
 }
