@@ -62,10 +62,8 @@ export class KeyLookup {
   async findByHash(keyHash: string): Promise<KeyForAuth | undefined> {
     if (this.watch === null) return apiKeyRepository.findForAuthByHash(this.db, keyHash);
     // Taken before the read: a commit after this point changes the generation the next lookup sees.
-    // The commit watch answers at once, so SQLite's lookups do not wait a tick for it.
     const drops = this.drops;
-    const current = this.watch.current();
-    const generation = typeof current === 'number' ? current : await current;
+    const generation = await this.watch.current();
     if (generation === null) {
       // Unknown (Redis away): a write meanwhile could not bump the generation it comes back with,
       // so no row read before this point may be served again, whatever the generation says then.

@@ -15,6 +15,13 @@ import { endianness } from 'node:os';
  * file); this read costs a fraction of that. Anything the watch cannot read or does not recognise
  * (no `-shm` file, another format version) counts as a change, so a caller that trusts the watch
  * can only ever do more reads than needed, never fewer.
+ *
+ * One read serves every caller of one turn of the event loop: under load, the requests that one
+ * poll of the sockets delivered share it instead of a system call each, and they go on together
+ * once it is made (docs/performance.md has the measurements). It is made in the check phase
+ * (`setImmediate`), after that poll, so it still comes after every caller asked: a commit that
+ * completed before a request was read from its socket is seen by that request, as with a read of
+ * its own.
  */
 
 /** The wal-index header (the first of its two copies): `WalIndexHdr` in SQLite's wal.c. */
@@ -29,15 +36,29 @@ export class CommitWatch {
   private readonly header = Buffer.alloc(HEADER_BYTES);
   private readonly seen = Buffer.alloc(HEADER_BYTES);
   private generation = 0;
+  /** The read that the callers since the last one wait for; `null` until someone asks. */
+  private nextRead: Promise<number> | null = null;
 
   /** `databasePath`: the SQLite file, opened in WAL mode by a connection that stays open. */
   constructor(private readonly databasePath: string) {}
 
   /**
    * A number that stays the same for as long as no transaction commits, and changes when one may
-   * have. Read it before reading the data it guards: a commit after this call changes the next one.
+   * have; it reflects every commit that completed before this call. Ask for it before reading the
+   * data it guards: a commit after the call changes the next one.
    */
-  current(): number {
+  current(): Promise<number> {
+    this.nextRead ??= new Promise((resolve) => {
+      setImmediate(() => {
+        // Whoever asks from here on, while this read's callers go on, waits for a read of its own.
+        this.nextRead = null;
+        resolve(this.read());
+      });
+    });
+    return this.nextRead;
+  }
+
+  private read(): number {
     if (!this.readHeader() || this.formatVersion() !== WAL_INDEX_FORMAT) {
       this.seen.fill(0);
       return ++this.generation;

@@ -19,7 +19,7 @@ describe('key lookup', () => {
     const accountId = await seedAccount(ctx.db);
     const key = await seedKey(ctx.db, accountId);
     let generation = 1;
-    const lookup = new KeyLookup(ctx.db, { current: () => generation });
+    const lookup = new KeyLookup(ctx.db, { current: async () => generation });
     const keyHash = hashApiKey(key.rawKey);
 
     assert.equal((await lookup.findByHash(keyHash))?.state, 'active');
@@ -33,7 +33,7 @@ describe('key lookup', () => {
 
   test('an unknown key is looked up afresh every time, never remembered', async () => {
     const accountId = await seedAccount(ctx.db);
-    const lookup = new KeyLookup(ctx.db, { current: () => 1 });
+    const lookup = new KeyLookup(ctx.db, { current: async () => 1 });
     const rawKey = `svc_${randomBytes(20).toString('hex')}`;
     assert.equal(await lookup.findByHash(hashApiKey(rawKey)), undefined);
 

@@ -36,29 +36,29 @@ describe('commit watch (SQLite in WAL mode)', () => {
   };
 
   test('stays the same while nothing is committed, reads included', async () => {
-    const first = watch().current();
+    const first = await watch().current();
     await sql`SELECT count(*) FROM t`.execute(handle.db);
     other.prepare('SELECT count(*) FROM t').get();
-    assert.equal(watch().current(), first);
-    assert.equal(watch().current(), first);
+    assert.equal(await watch().current(), first);
+    assert.equal(await watch().current(), first);
   });
 
   test('changes after a commit on the same connection', async () => {
-    const before = watch().current();
+    const before = await watch().current();
     await sql`INSERT INTO t VALUES (1)`.execute(handle.db);
-    const after = watch().current();
+    const after = await watch().current();
     assert.notEqual(after, before);
-    assert.equal(watch().current(), after, 'and then stays until the next commit');
+    assert.equal(await watch().current(), after, 'and then stays until the next commit');
   });
 
-  test('changes after a commit on another connection', () => {
-    const before = watch().current();
+  test('changes after a commit on another connection', async () => {
+    const before = await watch().current();
     other.prepare('INSERT INTO t VALUES (2)').run();
-    assert.notEqual(watch().current(), before);
+    assert.notEqual(await watch().current(), before);
   });
 
   test('changes after a commit by another process', async () => {
-    const before = watch().current();
+    const before = await watch().current();
     const child = spawn(
       process.execPath,
       [
@@ -69,18 +69,18 @@ describe('commit watch (SQLite in WAL mode)', () => {
     );
     const [code] = await once(child, 'exit');
     assert.equal(code, 0);
-    assert.notEqual(watch().current(), before);
+    assert.notEqual(await watch().current(), before);
   });
 
-  test('changes after the log is checkpointed and restarted by the next write', () => {
+  test('changes after the log is checkpointed and restarted by the next write', async () => {
     other.pragma('wal_checkpoint(TRUNCATE)');
-    const before = watch().current();
+    const before = await watch().current();
     other.prepare('INSERT INTO t VALUES (4)').run();
-    assert.notEqual(watch().current(), before);
+    assert.notEqual(await watch().current(), before);
     // A rolled-back transaction commits nothing.
-    const settled = watch().current();
+    const settled = await watch().current();
     other.exec('BEGIN; INSERT INTO t VALUES (5); ROLLBACK;');
-    assert.equal(watch().current(), settled);
+    assert.equal(await watch().current(), settled);
   });
 
   test('follows a database opened through a symbolic link', async () => {
@@ -89,13 +89,35 @@ describe('commit watch (SQLite in WAL mode)', () => {
     const linked = openDatabase(`sqlite:${link}`);
     try {
       assert.ok(linked.commitWatch);
-      const before = linked.commitWatch.current();
-      assert.equal(linked.commitWatch.current(), before);
+      const before = await linked.commitWatch.current();
+      assert.equal(await linked.commitWatch.current(), before);
       other.prepare('INSERT INTO t VALUES (6)').run();
-      assert.notEqual(linked.commitWatch.current(), before);
+      assert.notEqual(await linked.commitWatch.current(), before);
     } finally {
       await linked.destroy();
     }
+  });
+
+  test('callers of one turn of the event loop share one read, made after all of them asked', async () => {
+    const settled = await watch().current();
+    const first = watch().current();
+    const second = watch().current();
+    assert.equal(first, second, 'one read for both');
+    // Committed after both asked, before the read: both must see it, as with a read each.
+    other.prepare('INSERT INTO t VALUES (7)').run();
+    const [a, b] = await Promise.all([first, second]);
+    assert.notEqual(a, settled);
+    assert.equal(a, b);
+  });
+
+  test('a caller who asks once a read was made waits for a read of its own', async () => {
+    const read = watch().current();
+    const seen = await read;
+    // This turn's read is done: asking again gets a new read, which sees the commit in between.
+    other.prepare('INSERT INTO t VALUES (8)').run();
+    const again = watch().current();
+    assert.notEqual(again, read);
+    assert.notEqual(await again, seen);
   });
 
   test('there is none for an in-memory database', () => {
