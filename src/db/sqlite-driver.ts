@@ -38,13 +38,13 @@ function isBusy(error: unknown): boolean {
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 class ServerSqliteDriver implements Driver {
-  /** Serializes transactions: the one SQLite handle can hold one at a time. */
-  private transactionQueue: Promise<void> = Promise.resolve();
-  /** The connection whose transaction is open on the handle, and when it ends. */
-  private owner: ServerSqliteConnection | null = null;
+  /**
+   * The connection whose transaction is open on the handle (it can hold one at a time), and when
+   * that transaction ends: every other transaction and statement waits for it.
+   */
+  private owner: DatabaseConnection | null = null;
   private transactionEnded: Promise<void> = Promise.resolve();
   private endTransaction: () => void = () => {};
-  private releaseQueue: () => void = () => {};
 
   constructor(
     private readonly database: SqliteDatabase,
@@ -60,29 +60,27 @@ class ServerSqliteDriver implements Driver {
     return new ServerSqliteConnection(this);
   }
 
+  /**
+   * A transaction that meets another process's write lock at BEGIN IMMEDIATE holds nothing while it
+   * sleeps between tries: a read-only transaction (a feed page, an export) begun meanwhile goes
+   * ahead at once instead of waiting behind it for up to the deadline.
+   */
   async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
-    const previous = this.transactionQueue;
-    this.transactionQueue = new Promise((resolve) => {
-      this.releaseQueue = resolve;
-    });
-    const release = this.releaseQueue;
-    await previous;
-    try {
-      // The handle has no transaction open here: BEGIN IMMEDIATE either takes the write lock or
-      // meets SQLITE_BUSY having changed nothing.
-      const begin = settings.accessMode === 'read only' ? 'begin' : 'begin immediate';
-      await this.withBusyRetry(() => this.run(begin, []));
-    } catch (error) {
-      release();
-      throw error;
-    }
-    this.owner = connection instanceof ServerSqliteConnection ? connection : null;
-    this.transactionEnded = new Promise((resolve) => {
-      this.endTransaction = () => {
-        this.owner = null;
-        resolve();
-        release();
-      };
+    const begin = settings.accessMode === 'read only' ? 'begin' : 'begin immediate';
+    await this.withBusyRetry(async () => {
+      // Re-checked before every try: another transaction may have begun while this one slept.
+      while (this.owner !== null) await this.transactionEnded;
+      // The handle has no transaction open here, and nothing runs between this check and BEGIN
+      // (it is synchronous): BEGIN IMMEDIATE either takes the write lock or meets SQLITE_BUSY
+      // having changed nothing.
+      this.run(begin, []);
+      this.owner = connection;
+      this.transactionEnded = new Promise((resolve) => {
+        this.endTransaction = () => {
+          this.owner = null;
+          resolve();
+        };
+      });
     });
   }
 

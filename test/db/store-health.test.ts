@@ -145,6 +145,42 @@ describe("the server's SQLite driver", () => {
     }
   });
 
+  test('a read-only transaction does not wait behind a write transaction that waits for another writer', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'safety-api-driver-'));
+    const path = join(dir, 'test.db');
+    const handle = openServerDatabase(`sqlite:${path}`, { logger: { warn: () => {}, info: () => {} } });
+    try {
+      await migrateToLatest(handle.db);
+      const other = new SqliteDatabase(path);
+      other.exec('BEGIN IMMEDIATE');
+      setTimeout(() => other.exec('COMMIT'), 800);
+
+      const started = Date.now();
+      // Meets the other process's lock at BEGIN IMMEDIATE and keeps trying (as the store monitor's
+      // write probe does after an outage, or an admin panel write during a CLI import).
+      const write = handle.db.transaction().execute(async (trx) => {
+        await sql`insert into accounts (id, name, api_access, rate_limit_per_hour, created_at, updated_at)
+          values ('a1', 'A', 1, 10, '2026-01-01', '2026-01-01')`.execute(trx);
+      });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      // A snapshot read (a feed page, an export) begun while the write waits.
+      const read = await handle.db
+        .transaction()
+        .setAccessMode('read only')
+        .execute((trx) => sql<{ n: number }>`select count(*) as n from accounts`.execute(trx));
+      const readMs = Date.now() - started;
+      assert.equal(read.rows[0]?.n, 0);
+      assert.ok(readMs < 400, `the snapshot read waited ${readMs} ms for the waiting writer`);
+      await write;
+      other.close();
+      const after = await sql<{ n: number }>`select count(*) as n from accounts`.execute(handle.db);
+      assert.equal(after.rows[0]?.n, 1, 'and the write went through once the lock was gone');
+    } finally {
+      await handle.destroy();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test('past the ~2 s deadline a write fails as "store unavailable"', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'safety-api-driver-'));
     const path = join(dir, 'test.db');
