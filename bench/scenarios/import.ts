@@ -4,10 +4,13 @@ import { get } from '../http.ts';
 import { addRow, fmt, log } from '../report.ts';
 import { PAGE_ONE } from './ratio.ts';
 
+/** The data set the import's rate target is stated for: below it, the CLI's start-up weighs in. */
+const RATE_TARGET_INCIDENTS = 1_000_000;
+
 /**
  * Imports `file` (`incidents` incidents) with the real CLI into `env`'s store. `withTargets`:
- * the issue's targets apply (embedded SQLite: the rate, and a peak RSS that does not grow with the
- * file); otherwise the rate is reported.
+ * the issue's targets apply (embedded SQLite: the rate, on a data set of a million incidents or
+ * more, and a peak RSS that does not grow with the file); otherwise the rate is reported.
  */
 export async function importRate(
   label: string,
@@ -19,11 +22,16 @@ export async function importRate(
   log(`importing ${fmt(incidents)} incidents into ${label}`);
   const imported = await importFile(file, env);
   const rate = incidents / imported.seconds;
+  const judged = withTargets && incidents >= RATE_TARGET_INCIDENTS;
   addRow({
     measurement: `${label}: import ${fmt(incidents)} incidents from NDJSON (whole CLI run)`,
     result: `${fmt(imported.seconds, 1)} s = ${fmt(rate)} incidents/s`,
-    target: withTargets ? '>= 50,000/s' : 'report',
-    pass: withTargets ? rate >= 50_000 : null,
+    target: judged
+      ? '>= 50,000/s'
+      : withTargets
+        ? `report (>= 50,000/s is for ${fmt(RATE_TARGET_INCIDENTS)})`
+        : 'report',
+    pass: judged ? rate >= 50_000 : null,
   });
   if (withTargets) {
     addRow({
