@@ -4,10 +4,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import SqliteDatabase from 'better-sqlite3';
-import { sql } from 'kysely';
-import { openServerDatabase } from '../../src/db/database.ts';
+import { type Kysely, sql } from 'kysely';
+import { type DatabaseHandle, openServerDatabase } from '../../src/db/database.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
-import { isStoreUnavailable, StoreMonitor, StoreUnavailableError } from '../../src/db/store-health.ts';
+import type { Database } from '../../src/db/schema.ts';
+import {
+  isStoreUnavailable,
+  type MonitorLogger,
+  StoreMonitor,
+  StoreUnavailableError,
+} from '../../src/db/store-health.ts';
 
 const withCode = (message: string, code: string) => Object.assign(new Error(message), { code });
 
@@ -102,18 +108,42 @@ describe('StoreMonitor', () => {
   });
 });
 
+/**
+ * A migrated server database in a fresh folder, and a second connection (another process's, as a
+ * CLI import would have) holding its write lock; all of it closed and removed afterwards.
+ */
+async function withWriteLockHeld(
+  run: (handle: DatabaseHandle, other: SqliteDatabase.Database) => Promise<void>,
+  logger: MonitorLogger = { warn: () => {}, info: () => {} },
+): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'safety-api-driver-'));
+  const path = join(dir, 'test.db');
+  const handle = openServerDatabase(`sqlite:${path}`, { logger });
+  let other: SqliteDatabase.Database | null = null;
+  try {
+    await migrateToLatest(handle.db);
+    other = new SqliteDatabase(path);
+    other.exec('BEGIN IMMEDIATE');
+    await run(handle, other);
+  } finally {
+    other?.close();
+    await handle.destroy();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const insertAccount = (db: Kysely<Database>) =>
+  sql`insert into accounts (id, name, api_access, rate_limit_per_hour, created_at, updated_at)
+    values ('a1', 'A', 1, 10, '2026-01-01', '2026-01-01')`.execute(db);
+
+const countAccounts = async (db: Kysely<Database>) =>
+  (await sql<{ n: number }>`select count(*) as n from accounts`.execute(db)).rows[0]?.n;
+
 describe("the server's SQLite driver", () => {
   test('a transaction waits for another writer asynchronously and succeeds once it is gone; reads go on meanwhile', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'safety-api-driver-'));
-    const path = join(dir, 'test.db');
     const lines: string[] = [];
-    const handle = openServerDatabase(`sqlite:${path}`, {
-      logger: { warn: (_d, m) => lines.push(m), info: (_d, m) => lines.push(m) },
-    });
-    try {
-      await migrateToLatest(handle.db);
-      const other = new SqliteDatabase(path);
-      other.exec('BEGIN IMMEDIATE');
+    const logger: MonitorLogger = { warn: (_d, m) => lines.push(m), info: (_d, m) => lines.push(m) };
+    await withWriteLockHeld(async (handle, other) => {
       setTimeout(() => other.exec('COMMIT'), 500);
 
       let ticks = 0;
@@ -121,87 +151,49 @@ describe("the server's SQLite driver", () => {
         ticks += 1;
       }, 10);
       const started = Date.now();
-      const write = handle.db.transaction().execute(async (trx) => {
-        await sql`insert into accounts (id, name, api_access, rate_limit_per_hour, created_at, updated_at)
-          values ('a1', 'A', 1, 10, '2026-01-01', '2026-01-01')`.execute(trx);
-      });
+      const write = handle.db.transaction().execute((trx) => insertAccount(trx));
       // A read while the transaction is still waiting for BEGIN IMMEDIATE.
-      const read = await sql<{ n: number }>`select count(*) as n from accounts`.execute(handle.db);
-      assert.equal(read.rows[0]?.n, 0);
+      assert.equal(await countAccounts(handle.db), 0);
       assert.ok(Date.now() - started < 200, 'the read did not wait for the writer');
       await write;
       clearInterval(ticker);
-      other.close();
       const elapsed = Date.now() - started;
       assert.ok(elapsed >= 400 && elapsed < 2000, `committed after ${elapsed} ms`);
       // The event loop ran all along: a blocking busy wait would have stopped the ticker.
       assert.ok(ticks >= 20, `${ticks} ticks`);
-      const after = await sql<{ n: number }>`select count(*) as n from accounts`.execute(handle.db);
-      assert.equal(after.rows[0]?.n, 1);
+      assert.equal(await countAccounts(handle.db), 1);
       assert.deepEqual(lines, [], 'a wait within the deadline is no outage');
-    } finally {
-      await handle.destroy();
-      rmSync(dir, { recursive: true, force: true });
-    }
+    }, logger);
   });
 
   test('a read-only transaction does not wait behind a write transaction that waits for another writer', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'safety-api-driver-'));
-    const path = join(dir, 'test.db');
-    const handle = openServerDatabase(`sqlite:${path}`, { logger: { warn: () => {}, info: () => {} } });
-    try {
-      await migrateToLatest(handle.db);
-      const other = new SqliteDatabase(path);
-      other.exec('BEGIN IMMEDIATE');
+    await withWriteLockHeld(async (handle, other) => {
       setTimeout(() => other.exec('COMMIT'), 800);
 
       const started = Date.now();
       // Meets the other process's lock at BEGIN IMMEDIATE and keeps trying (as the store monitor's
       // write probe does after an outage, or an admin panel write during a CLI import).
-      const write = handle.db.transaction().execute(async (trx) => {
-        await sql`insert into accounts (id, name, api_access, rate_limit_per_hour, created_at, updated_at)
-          values ('a1', 'A', 1, 10, '2026-01-01', '2026-01-01')`.execute(trx);
-      });
+      const write = handle.db.transaction().execute((trx) => insertAccount(trx));
       await new Promise((resolve) => setTimeout(resolve, 50));
       // A snapshot read (a feed page, an export) begun while the write waits.
       const read = await handle.db
         .transaction()
         .setAccessMode('read only')
-        .execute((trx) => sql<{ n: number }>`select count(*) as n from accounts`.execute(trx));
+        .execute((trx) => countAccounts(trx));
       const readMs = Date.now() - started;
-      assert.equal(read.rows[0]?.n, 0);
+      assert.equal(read, 0);
       assert.ok(readMs < 400, `the snapshot read waited ${readMs} ms for the waiting writer`);
       await write;
-      other.close();
-      const after = await sql<{ n: number }>`select count(*) as n from accounts`.execute(handle.db);
-      assert.equal(after.rows[0]?.n, 1, 'and the write went through once the lock was gone');
-    } finally {
-      await handle.destroy();
-      rmSync(dir, { recursive: true, force: true });
-    }
+      assert.equal(await countAccounts(handle.db), 1, 'and the write went through once the lock was gone');
+    });
   });
 
   test('past the ~2 s deadline a write fails as "store unavailable"', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'safety-api-driver-'));
-    const path = join(dir, 'test.db');
-    const handle = openServerDatabase(`sqlite:${path}`, { logger: { warn: () => {}, info: () => {} } });
-    try {
-      await migrateToLatest(handle.db);
-      const other = new SqliteDatabase(path);
-      other.exec('BEGIN IMMEDIATE');
+    await withWriteLockHeld(async (handle) => {
       const started = Date.now();
-      await assert.rejects(
-        sql`insert into accounts (id, name, api_access, rate_limit_per_hour, created_at, updated_at)
-          values ('a1', 'A', 1, 10, '2026-01-01', '2026-01-01')`.execute(handle.db),
-        (error) => isStoreUnavailable(error),
-      );
+      await assert.rejects(insertAccount(handle.db), (error) => isStoreUnavailable(error));
       const elapsed = Date.now() - started;
       assert.ok(elapsed >= 1500 && elapsed < 3000, `failed after ${elapsed} ms`);
-      other.exec('ROLLBACK');
-      other.close();
-    } finally {
-      await handle.destroy();
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 });
