@@ -19,6 +19,8 @@ import { healthRoutes } from './routes/health.ts';
 import { publicApiRoutes } from './routes/public/index.ts';
 import { widerApiRoutes } from './routes/wider/index.ts';
 import type { Services } from './services/index.ts';
+import type { WebhookDeps } from './services/webhook-service.ts';
+import type { WebhookDispatcher } from './webhooks/delivery.ts';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -31,6 +33,8 @@ declare module 'fastify' {
     rateLimiter: PublicRateLimiter;
     lastUse: LastUseRecorder;
     signIn: SignIn;
+    webhookDeps: WebhookDeps;
+    webhooks: WebhookDispatcher;
   }
 }
 
@@ -104,6 +108,8 @@ export async function buildApp(
   app.decorate('rateLimiter', services.rateLimiter);
   app.decorate('lastUse', services.lastUse);
   app.decorate('signIn', services.signIn);
+  app.decorate('webhookDeps', services.webhookDeps);
+  app.decorate('webhooks', services.webhooks);
   app.decorateRequest('apiKey', null as never);
 
   // Synchronous (callback style): an async hook would cost a promise and a tick on every request.

@@ -39,6 +39,22 @@ export interface Config {
    * (CHANGES_RETENTION_DAYS, default 400; fractions allowed, so tests can use seconds).
    */
   changesRetentionDays: number;
+  /** WEBHOOKS_ALLOW_PRIVATE: webhook endpoints may be http:// and on private addresses (tests, development). */
+  webhooksAllowPrivate: boolean;
+  /** WEBHOOK_TIMEOUT_MS: how long one delivery attempt may take (default 10000). */
+  webhookTimeoutMs: number;
+  /** WEBHOOK_DISABLE_AFTER_HOURS: an endpoint failing this long is disabled (default 72; fractions allowed). */
+  webhookDisableAfterHours: number;
+  /**
+   * WEBHOOK_LEASE_SECONDS: how long an instance's claim on an endpoint lasts unless renewed, and so
+   * how soon another instance takes over when the holder dies (default 30).
+   */
+  webhookLeaseSeconds: number;
+  /**
+   * WEBHOOK_SECRETS_KEY: 32 bytes (base64) encrypting webhook signing secrets at rest; `null`: a
+   * key generated once and kept in the database.
+   */
+  webhookSecretsKey: Buffer | null;
 }
 
 export class ConfigError extends Error {
@@ -105,6 +121,43 @@ function parseRetentionDays(raw: string | undefined, problems: string[]): number
     return DEFAULT_CHANGES_RETENTION_DAYS;
   }
   return days;
+}
+
+/** A positive number (fractions allowed) within `[min, max]`, or the default when unset. */
+function parseNumber(
+  name: string,
+  raw: string | undefined,
+  { fallback, min, max, unit }: { fallback: number; min: number; max: number; unit: string },
+  problems: string[],
+): number {
+  if (raw === undefined || raw === '') return fallback;
+  const value = /^\d{1,9}(\.\d{1,9})?$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!(value >= min && value <= max)) {
+    problems.push(
+      `${name} must be a number of ${unit} from ${min} to ${max}, e.g. ${fallback} (got "${raw}")`,
+    );
+    return fallback;
+  }
+  return value;
+}
+
+function parseBoolean(name: string, raw: string | undefined, problems: string[]): boolean {
+  if (raw === undefined || raw === '' || raw === 'false' || raw === '0') return false;
+  if (raw === 'true' || raw === '1') return true;
+  problems.push(`${name} must be true or false (got "${raw}")`);
+  return false;
+}
+
+function parseSecretsKey(raw: string | undefined, problems: string[]): Buffer | null {
+  if (raw === undefined || raw === '') return null;
+  const key = /^[A-Za-z0-9+/_-]{43}=?$/.test(raw) ? Buffer.from(raw, 'base64') : Buffer.alloc(0);
+  if (key.length !== 32) {
+    problems.push(
+      'WEBHOOK_SECRETS_KEY must be 32 bytes in base64, e.g. the output of "openssl rand -base64 32"',
+    );
+    return null;
+  }
+  return key;
 }
 
 function parseDatabaseUrl(raw: string | undefined, problems: string[]): string {
@@ -211,6 +264,28 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const oauthCookieKeys = parseOauthCookieKeys(env.OAUTH_COOKIE_KEYS, problems);
   const trustProxy = parseTrustProxy(env.TRUST_PROXY, problems);
   const changesRetentionDays = parseRetentionDays(env.CHANGES_RETENTION_DAYS, problems);
+  const webhooksAllowPrivate = parseBoolean('WEBHOOKS_ALLOW_PRIVATE', env.WEBHOOKS_ALLOW_PRIVATE, problems);
+  const webhookTimeoutMs = Math.round(
+    parseNumber(
+      'WEBHOOK_TIMEOUT_MS',
+      env.WEBHOOK_TIMEOUT_MS,
+      { fallback: 10_000, min: 100, max: 60_000, unit: 'milliseconds' },
+      problems,
+    ),
+  );
+  const webhookDisableAfterHours = parseNumber(
+    'WEBHOOK_DISABLE_AFTER_HOURS',
+    env.WEBHOOK_DISABLE_AFTER_HOURS,
+    { fallback: 72, min: 0.0001, max: 8760, unit: 'hours' },
+    problems,
+  );
+  const webhookLeaseSeconds = parseNumber(
+    'WEBHOOK_LEASE_SECONDS',
+    env.WEBHOOK_LEASE_SECONDS,
+    { fallback: 30, min: 1, max: 3600, unit: 'seconds' },
+    problems,
+  );
+  const webhookSecretsKey = parseSecretsKey(env.WEBHOOK_SECRETS_KEY, problems);
 
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   return {
@@ -227,5 +302,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     metricsPort,
     metricsHost,
     changesRetentionDays,
+    webhooksAllowPrivate,
+    webhookTimeoutMs,
+    webhookDisableAfterHours,
+    webhookLeaseSeconds,
+    webhookSecretsKey,
   };
 }

@@ -26,6 +26,7 @@ export function registerObservability(app: FastifyInstance): void {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   registry.registerMetric(app.rateLimiter.fallbackCounter);
+  for (const metric of app.webhooks.metrics.all()) registry.registerMetric(metric);
   const http = new HttpMetrics();
   // Synchronous (callback style): an async hook would cost a promise and a tick on every response.
   app.addHook('onResponse', (request, reply, done) => {

@@ -52,7 +52,14 @@ export async function serve(config: Config = loadConfig()): Promise<void> {
   process.once('SIGINT', () => void stop('SIGINT'));
   process.once('SIGTERM', () => void stop('SIGTERM'));
 
+  if (config.webhooksAllowPrivate) {
+    app.log.warn(
+      'WEBHOOKS_ALLOW_PRIVATE=true: webhooks may go to http:// URLs and private addresses (tests and development only)',
+    );
+  }
   await app.listen({ port: config.port, host: config.host });
+  // Deliveries begin once the server is up; they stop with the services.
+  await services.webhooks.start();
   if (app.metricsListener !== null && config.metricsPort !== null) {
     try {
       const address = await app.metricsListener.listen({

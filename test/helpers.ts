@@ -187,7 +187,12 @@ export async function seedIncidents(
   // Numbered in the changes feed after the account's last change, as an import numbers them.
   const head = (await accountRepository.lockForChanges(db, accountId)) ?? 0;
   const changedAt = new Date().toISOString();
-  const stamped = rows.map((row, i) => ({ ...row, change_seq: head + i + 1, changed_at: changedAt }));
+  const stamped = rows.map((row, i) => ({
+    ...row,
+    change_seq: head + i + 1,
+    changed_at: changedAt,
+    created_seq: head + i + 1,
+  }));
   for (let i = 0; i < stamped.length; i += 200)
     await incidentRepository.upsertMany(db, stamped.slice(i, i + 200));
   await incidentRepository.rerank(db, accountId, null);

@@ -12,6 +12,7 @@ import { withDatabase } from './context.ts';
 import { keysCommands } from './keys.ts';
 import { oauthClientsCommands } from './oauth-clients.ts';
 import { usersCommands } from './users.ts';
+import { webhooksCommands } from './webhooks.ts';
 
 // The server, the importer and the demo are loaded only by the commands that use them, so that
 // the quick commands (keys, users, accounts) start fast.
@@ -85,6 +86,7 @@ const COMMANDS: (Command | CommandGroup)[] = [
   keysCommands,
   usersCommands,
   oauthClientsCommands,
+  webhooksCommands,
   cacheCommands,
 ];
 

@@ -5,6 +5,7 @@ import * as oauth from './migrations/0003_oauth.ts';
 import * as dropIncidentsCreatedIndex from './migrations/0004_drop_incidents_created_index.ts';
 import * as oauthHashedIds from './migrations/0005_oauth_hashed_ids.ts';
 import * as changes from './migrations/0006_changes.ts';
+import * as webhooks from './migrations/0007_webhooks.ts';
 import { openDatabase } from './database.ts';
 import { healthRepository } from './repositories/health.ts';
 import type { Database } from './schema.ts';
@@ -20,6 +21,7 @@ export const migrations: Record<string, Migration> = {
   '0004_drop_incidents_created_index': dropIncidentsCreatedIndex,
   '0005_oauth_hashed_ids': oauthHashedIds,
   '0006_changes': changes,
+  '0007_webhooks': webhooks,
 };
 
 /** Applies pending migrations; throws with the failing migration's name and cause. */

@@ -17,6 +17,15 @@ interface ChangeColumns {
   changed_at: ColumnType<string, string | undefined, string>;
 }
 
+/** The change columns of a record in the public view (a tombstone has only its change's place). */
+interface RecordChangeColumns extends ChangeColumns {
+  /**
+   * The seq at which the record last entered the public view (inserted, or back after a deletion):
+   * a change after a receiver's position is `created` when this is after it too, else `updated`.
+   */
+  created_seq: ColumnType<number, number | undefined, number>;
+}
+
 export interface AccountsTable {
   id: string;
   name: string;
@@ -36,7 +45,7 @@ export interface AccountsTable {
   updated_at: string;
 }
 
-export interface DepartmentsTable extends ChangeColumns {
+export interface DepartmentsTable extends RecordChangeColumns {
   id: string;
   account_id: string;
   name: string;
@@ -46,7 +55,7 @@ export interface DepartmentsTable extends ChangeColumns {
 
 export type LocationsTable = DepartmentsTable;
 
-export interface UsersTable extends ChangeColumns {
+export interface UsersTable extends RecordChangeColumns {
   id: string;
   account_id: string;
   name: string;
@@ -60,7 +69,7 @@ export interface UsersTable extends ChangeColumns {
   created_at: string;
 }
 
-export interface IncidentsTable extends ChangeColumns {
+export interface IncidentsTable extends RecordChangeColumns {
   id: string;
   account_id: string;
   incident_number: string;
@@ -109,10 +118,13 @@ export interface ApiKeysTable {
   updated_at: string;
 }
 
-export interface ApiKeyEventsTable {
+/** The audit trail: every change a Super Admin or the CLI made to a key or a webhook endpoint. */
+export interface AuditEventsTable {
   id: Generated<number>;
   account_id: string;
-  key_id: string;
+  /** What was changed: `api_key` or `webhook_endpoint`. */
+  subject_type: ColumnType<string, string | undefined, string>;
+  subject_id: string;
   /** Who acted: a user id, or `cli` for the command line. */
   actor: string;
   action: string;
@@ -162,9 +174,59 @@ export interface OauthPayloadsTable {
   consumed_at: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
+/** A URL that receives an account's changes feed as signed POSTs (DESIGN.md, "Webhooks"). */
+export interface WebhookEndpointsTable {
+  id: string;
+  account_id: string;
+  url: string;
+  description: string | null;
+  /** JSON array of event types and wildcards (`incident.*`, `*`). */
+  events: string;
+  /** `active` or `disabled`. */
+  state: string;
+  disabled_reason: string | null;
+  /** The signing secret (`whsec_…`), encrypted (`services/webhook-secret-box.ts`). */
+  secret: string;
+  /** The secret before the last rotation, encrypted, signing beside the new one until it expires. */
+  previous_secret: string | null;
+  previous_secret_expires_at: string | null;
+  /** The seq of the last change delivered (or skipped by the filter): delivery goes on after it. */
+  position: number;
+  /** When the change after `position` first failed; null while deliveries succeed. */
+  failing_since: string | null;
+  /** Failed attempts of the change after `position`: the retry schedule's step. */
+  failed_attempts: ColumnType<number, number | undefined, number>;
+  /** Not before this time is the change after `position` tried again. */
+  next_attempt_at: string | null;
+  last_attempt_at: string | null;
+  last_status: number | null;
+  /** The instance delivering for this endpoint, until `lease_expires_at`. */
+  lease_owner: string | null;
+  lease_expires_at: string | null;
+  created_by: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** One delivery attempt, kept for the endpoint's delivery log. */
+export interface WebhookAttemptsTable {
+  id: Generated<number>;
+  endpoint_id: string;
+  webhook_id: string;
+  type: string;
+  /** The change's seq; null for a test event. */
+  seq: number | null;
+  at: string;
+  /** The HTTP status received, or null when no answer came (refused, timeout, network error). */
+  status: number | null;
+  duration_ms: number;
+  error: string | null;
+}
+
 /** Secrets the service generates once and shares between instances through the database. */
 export interface GeneratedSecretsTable {
-  /** `jwks` (OAuth token signing keys), `cookie_keys` (OAuth cookies) or `changes_cursor`. */
+  /** `jwks` (OAuth token signing keys), `cookie_keys` (OAuth cookies), `changes_cursor` or
+   * `webhook_secrets` (the key that encrypts webhook signing secrets when none is configured). */
   kind: string;
   /** JSON text. */
   value: string;
@@ -180,9 +242,11 @@ export interface Database {
   incident_tombstones: IncidentTombstonesTable;
   incident_blocks: IncidentBlocksTable;
   api_keys: ApiKeysTable;
-  api_key_events: ApiKeyEventsTable;
+  audit_events: AuditEventsTable;
   admin_sessions: AdminSessionsTable;
   oauth_clients: OauthClientsTable;
   oauth_payloads: OauthPayloadsTable;
   generated_secrets: GeneratedSecretsTable;
+  webhook_endpoints: WebhookEndpointsTable;
+  webhook_attempts: WebhookAttemptsTable;
 }

@@ -164,7 +164,7 @@ class Batches {
 
   /** The row, stamped in place (no object per record) with its change's place in the feed. */
   private stamp<Row extends object>(row: Row, seq: number): Stamped<Row> {
-    return Object.assign(row, { change_seq: seq, changed_at: this.changedAt });
+    return Object.assign(row, { change_seq: seq, changed_at: this.changedAt, created_seq: seq });
   }
 
   private async requireAccount(where: string, accountId: string): Promise<void> {

@@ -8,7 +8,8 @@ import {
   generateApiKey,
 } from '../auth/api-keys.ts';
 import { accountRepository } from '../db/repositories/accounts.ts';
-import { type ApiKeyEventRow, type ApiKeyRow, apiKeyRepository } from '../db/repositories/api-keys.ts';
+import { type ApiKeyRow, apiKeyRepository } from '../db/repositories/api-keys.ts';
+import { type AuditEventRow, auditRepository } from '../db/repositories/audit-events.ts';
 import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
 
@@ -122,9 +123,10 @@ export const apiKeyService = {
     };
     await db.transaction().execute(async (trx) => {
       await apiKeyRepository.insert(trx, { ...row, key_hash: keyHash });
-      await apiKeyRepository.insertEvent(trx, {
+      await auditRepository.insert(trx, {
         account_id: row.account_id,
-        key_id: row.id,
+        subject_type: 'api_key',
+        subject_id: row.id,
         actor: input.actor,
         action: 'created',
         detail: `name "${name}", scope ${scope}${expiresAt ? `, expires ${expiresAt}` : ''}`,
@@ -147,9 +149,9 @@ export const apiKeyService = {
     return row === undefined || row.account_id !== accountId ? null : toView(row);
   },
 
-  /** The account's latest `limit` audit events, newest first. */
-  async listEvents(db: Kysely<Database>, accountId: string, limit: number): Promise<ApiKeyEventRow[]> {
-    return apiKeyRepository.listEvents(db, accountId, limit);
+  /** The account's latest `limit` audit events about keys, newest first. */
+  async listEvents(db: Kysely<Database>, accountId: string, limit: number): Promise<AuditEventRow[]> {
+    return auditRepository.list(db, accountId, limit, { type: 'api_key' });
   },
 
   async rename(
@@ -237,9 +239,10 @@ async function change(
     const written = await db.transaction().execute(async (trx) => {
       if (!(await apiKeyRepository.updateIfUnchanged(trx, key, { ...patch, updated_at: stamp })))
         return false;
-      await apiKeyRepository.insertEvent(trx, {
+      await auditRepository.insert(trx, {
         account_id: key.account_id,
-        key_id: key.id,
+        subject_type: 'api_key',
+        subject_id: key.id,
         actor,
         action,
         detail,

@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { changeRepository, type SeqRange } from '../db/repositories/changes.ts';
+import { changeRepository, type RecordTable, type SeqRange } from '../db/repositories/changes.ts';
 import type { NamedResourceTable } from '../db/repositories/named-resources.ts';
 import type { Database } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
@@ -103,6 +103,16 @@ async function readChanges(db: Kysely<Database>, accountId: string, range: SeqRa
   return changes.sort((a, b) => a.seq - b.seq).slice(0, range.limit);
 }
 
+const TABLE_OF: Record<Change['type'], RecordTable> = {
+  incident: 'incidents',
+  user: 'users',
+  department: 'departments',
+  location: 'locations',
+};
+
+/** A change as webhooks send it: with the seq at which its record entered the view (upserts). */
+export type EnteredChange = Change & { createdSeq: number };
+
 export const changeFeedService = {
   /**
    * One page of the account's feed. The head and every table are read in one snapshot (PostgreSQL:
@@ -151,5 +161,48 @@ export const changeFeedService = {
         const next = changes.length > limit ? (data[limit - 1]?.seq ?? bound) : bound;
         return { data, next_cursor: issue(next, bound), has_more: next < head };
       });
+  },
+
+  /**
+   * For webhook deliveries: the first `limit` changes after `after`, each upsert with the seq at
+   * which its record entered the public view, and where the feed stands, all read in one snapshot.
+   */
+  async after(
+    db: Kysely<Database>,
+    accountId: string,
+    after: number,
+    limit: number,
+  ): Promise<{ head: number; purgedSeq: number; changes: EnteredChange[] }> {
+    return db
+      .transaction()
+      .setIsolationLevel('repeatable read')
+      .setAccessMode('read only')
+      .execute(async (trx) => {
+        const { head, purgedSeq } = (await changeRepository.feedState(trx, accountId)) ?? {
+          head: 0,
+          purgedSeq: 0,
+        };
+        if (head <= after) return { head, purgedSeq, changes: [] };
+        const changes = await readChanges(trx, accountId, { after, upTo: head, limit });
+        const entered = new Map<Change['type'], Map<string, number>>();
+        for (const type of Object.keys(TABLE_OF) as Change['type'][]) {
+          const ids = changes.filter((c) => c.type === type && c.op === 'upsert').map((c) => c.id);
+          entered.set(type, await changeRepository.createdSeqs(trx, TABLE_OF[type], accountId, ids));
+        }
+        return {
+          head,
+          purgedSeq,
+          changes: changes.map((change) => ({
+            ...change,
+            createdSeq: entered.get(change.type)?.get(change.id) ?? 0,
+          })),
+        };
+      });
+  },
+
+  /** A `/changes` cursor just after `seq`: a client continues the feed from there. */
+  async cursorAfter(db: Kysely<Database>, accountId: string, seq: number): Promise<string> {
+    const cursors = await changeCursors(db);
+    return cursors.encode(accountId, { position: seq, bound: seq, issuedAt: Math.floor(Date.now() / 1000) });
   },
 };

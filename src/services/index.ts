@@ -12,6 +12,9 @@ import { migrateThrough, migrateToLatest } from '../db/migrate.ts';
 import type { Database } from '../db/schema.ts';
 import { isStoreUnavailable } from '../db/store-health.ts';
 import { openRedis, redisReady } from '../redis.ts';
+import { WebhookDispatcher } from '../webhooks/delivery.ts';
+import { OutboundClient } from '../webhooks/outbound.ts';
+import type { WebhookDeps } from './webhook-service.ts';
 
 const IN_MEMORY_SQLITE = 'sqlite::memory:';
 
@@ -30,6 +33,10 @@ export interface Services {
   lastUse: LastUseRecorder;
   /** The one sign-in throttle of the process, shared by the admin panel and the OAuth sign-in. */
   signIn: SignIn;
+  /** What the webhook endpoints' service needs: the database, the guarded HTTP client, the secrets' key. */
+  webhookDeps: WebhookDeps;
+  /** The webhook deliveries of this instance: `server.ts` starts them (tests start theirs when they need them). */
+  webhooks: WebhookDispatcher;
   close(): Promise<void>;
 }
 
@@ -88,6 +95,27 @@ export async function openServices(
       connection?.on('close', () => keyLookup.forgetAll());
   }
 
+  const outbound = new OutboundClient({
+    allowPrivate: config.webhooksAllowPrivate,
+    timeoutMs: config.webhookTimeoutMs,
+  });
+  const webhooks = new WebhookDispatcher({
+    db: database.db,
+    store: database.store,
+    commitWatch: database.commitWatch,
+    databaseUrl: config.databaseUrl,
+    outbound,
+    secretsKey: config.webhookSecretsKey,
+    leaseSeconds: config.webhookLeaseSeconds,
+    timeoutMs: config.webhookTimeoutMs,
+    disableAfterHours: config.webhookDisableAfterHours,
+    logger: {
+      info: (details, message) => (logger.info ?? logger.warn)(details, message),
+      warn: (details, message) => logger.warn(details, message),
+      error: (details, message) => logger.error(details, message),
+    },
+  });
+
   return {
     database,
     redis,
@@ -96,7 +124,11 @@ export async function openServices(
     rateLimiter,
     lastUse,
     signIn: SignIn.create(redis),
+    webhookDeps: { db: database.db, outbound, secretsKey: config.webhookSecretsKey },
+    webhooks,
     async close() {
+      await webhooks.stop();
+      await outbound.close();
       await lastUse.close();
       if (countingRedis !== redis) countingRedis?.disconnect();
       redis?.disconnect();

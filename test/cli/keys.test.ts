@@ -70,9 +70,9 @@ for (const store of STORES) {
       assert.equal(again.stderr, 'safety-api: a revoked key cannot be enabled: create a new key\n');
 
       const events = await ctx.db
-        .selectFrom('api_key_events')
+        .selectFrom('audit_events')
         .select(['action', 'actor'])
-        .where('key_id', '=', key.id)
+        .where('subject_id', '=', key.id)
         .orderBy('id')
         .execute();
       assert.deepEqual(

@@ -28,9 +28,9 @@ const REFUSALS = /already (enabled|disabled|revoked)|revoked key cannot be|being
 /** Checks the key's audit trail against its row; returns the actions the trail records. */
 async function assertConsistentHistory(db: Kysely<Database>, keyId: string): Promise<string[]> {
   const events = await db
-    .selectFrom('api_key_events')
+    .selectFrom('audit_events')
     .select(['id', 'action'])
-    .where('key_id', '=', keyId)
+    .where('subject_id', '=', keyId)
     .where('action', 'in', ['enabled', 'disabled', 'revoked'])
     .orderBy('id')
     .execute();

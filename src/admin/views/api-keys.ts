@@ -1,5 +1,5 @@
 import { API_KEY_SCOPES, type ApiKeyScope } from '../../auth/api-keys.ts';
-import type { ApiKeyEventRow } from '../../db/repositories/api-keys.ts';
+import type { AuditEventRow } from '../../db/repositories/audit-events.ts';
 import { INTEGRATIONS_PATH, KEYS_PATH } from '../../paths.ts';
 import type { ApiKeyView } from '../../services/api-key-service.ts';
 import { html, type SafeHtml } from '../../lib/html.ts';
@@ -92,7 +92,7 @@ function keyTable(keys: ApiKeyView[], userNames: Map<string, string>, now: Date)
 }
 
 function auditTrail(
-  events: ApiKeyEventRow[],
+  events: AuditEventRow[],
   keyNames: Map<string, string>,
   userNames: Map<string, string>,
 ): SafeHtml {
@@ -107,7 +107,7 @@ function auditTrail(
   <td data-label="When">${dateTime(event.created_at)}</td>
   <td data-label="Who">${actorName(event.actor, userNames)}</td>
   <td data-label="Action">${ACTION_NAMES[event.action] ?? event.action}</td>
-  <td data-label="Key">${keyNames.get(event.key_id) ?? event.key_id}</td>
+  <td data-label="Key">${keyNames.get(event.subject_id) ?? event.subject_id}</td>
   <td data-label="Details">${event.detail ?? ''}</td>
 </tr>`,
   )}</tbody>
@@ -118,7 +118,7 @@ function auditTrail(
 export function integrationsPage(options: {
   signedIn: SignedIn;
   keys: ApiKeyView[];
-  events: ApiKeyEventRow[];
+  events: AuditEventRow[];
   userNames: Map<string, string>;
   oauthClients: SafeHtml;
   now: Date;

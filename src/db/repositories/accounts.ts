@@ -1,5 +1,6 @@
 import { type Kysely, type Selectable, SqliteAdapter, sql } from 'kysely';
 import type { AccountsTable, Database } from '../schema.ts';
+import { notifyWebhooks } from './notifications.ts';
 
 const COLUMNS = [
   'id',
@@ -68,7 +69,8 @@ export const accountRepository = {
   /**
    * Ends a write to the account's public data: `data_version` moves to the last seq the writer
    * gave out (or on by one when it gave none: a change to the account itself), and, when given,
-   * the incident count and the last seq of purged tombstones are recorded.
+   * the incident count and the last seq of purged tombstones are recorded. The webhook deliveries
+   * of every instance hear of it at the commit.
    */
   async recordChanges(
     db: Kysely<Database>,
@@ -88,5 +90,6 @@ export const accountRepository = {
       }))
       .where('id', '=', accountId)
       .execute();
+    await notifyWebhooks(db, accountId);
   },
 };

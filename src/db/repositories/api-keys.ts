@@ -1,6 +1,6 @@
 import type { CompiledQuery, Insertable, Kysely, Selectable } from 'kysely';
 import { preparedOnPostgres } from '../database.ts';
-import type { AccountsTable, ApiKeyEventsTable, ApiKeysTable, Database } from '../schema.ts';
+import type { AccountsTable, ApiKeysTable, Database } from '../schema.ts';
 
 /** A key as its owners see it: everything but the hash, which never leaves the store. */
 export type ApiKeyRow = Omit<Selectable<ApiKeysTable>, 'key_hash'>;
@@ -11,8 +11,6 @@ export type KeyForAuth = Pick<
   'id' | 'account_id' | 'scope' | 'state' | 'expires_at'
 > &
   Pick<Selectable<AccountsTable>, 'api_access' | 'rate_limit_per_hour' | 'incident_count' | 'data_version'>;
-
-export type ApiKeyEventRow = Omit<Selectable<ApiKeyEventsTable>, 'account_id'>;
 
 const COLUMNS = [
   'id',
@@ -111,20 +109,6 @@ export const apiKeyRepository = {
       .set({ last_used_at: usedAt })
       .where('id', '=', id)
       .where((eb) => eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<', usedAt)]))
-      .execute();
-  },
-
-  async insertEvent(db: Kysely<Database>, event: Insertable<ApiKeyEventsTable>): Promise<void> {
-    await db.insertInto('api_key_events').values(event).execute();
-  },
-
-  async listEvents(db: Kysely<Database>, accountId: string, limit: number): Promise<ApiKeyEventRow[]> {
-    return db
-      .selectFrom('api_key_events')
-      .select(['id', 'key_id', 'actor', 'action', 'detail', 'created_at'])
-      .where('account_id', '=', accountId)
-      .orderBy('id', 'desc')
-      .limit(limit)
       .execute();
   },
 };

@@ -12,6 +12,12 @@ import type { Database } from '../schema.ts';
 export interface ChangeStamp {
   change_seq: number;
   changed_at: string;
+  /**
+   * The seq to keep as the record's `created_seq` if this change brings it into the public view
+   * (a new row, or one coming back): the change's own seq. An update of a record already in view
+   * keeps the stored one (`enteredView`).
+   */
+  created_seq: number;
 }
 
 /** In an upsert's `DO UPDATE … WHERE`: true when `columns` of the stored row differ from the record's. */
@@ -19,6 +25,19 @@ export function anyColumnChanged(table: string, columns: readonly string[]): Raw
   const stored = sql.join(columns.map((column) => sql.ref(`${table}.${column}`)));
   const incoming = sql.join(columns.map((column) => sql.ref(`excluded.${column}`)));
   return sql<boolean>`(${stored}) IS DISTINCT FROM (${incoming})`;
+}
+
+/**
+ * In an upsert's `DO UPDATE SET created_seq = …`: the incoming change's seq when it brings the row
+ * into the public view (`visible` of the stored row false, of the incoming row true), else the
+ * stored `created_seq`. `visible` is the view's condition over a row reference (`users.` or
+ * `excluded.`).
+ */
+export function enteredView(
+  table: string,
+  visible: (row: string) => RawBuilder<boolean>,
+): RawBuilder<number> {
+  return sql<number>`CASE WHEN NOT (${visible(table)}) AND (${visible('excluded')}) THEN excluded.change_seq ELSE ${sql.ref(`${table}.created_seq`)} END`;
 }
 
 /**

@@ -44,6 +44,9 @@ function inRange(accountId: string, { after, upTo }: SeqRange) {
     eb.and([eb('account_id', '=', accountId), eb('change_seq', '>', after), eb('change_seq', '<=', upTo)]);
 }
 
+/** The tables whose rows enter and leave the public view. */
+export type RecordTable = 'incidents' | 'users' | NamedResourceTable;
+
 export const changeRepository = {
   async feedState(db: Kysely<Database>, accountId: string): Promise<FeedState | undefined> {
     const row = await db
@@ -108,5 +111,22 @@ export const changeRepository = {
       .orderBy('change_seq')
       .limit(range.limit)
       .execute();
+  },
+
+  /** `created_seq` of the account's rows among `ids` (those still there): when each entered the view. */
+  async createdSeqs(
+    db: Kysely<Database>,
+    table: RecordTable,
+    accountId: string,
+    ids: string[],
+  ): Promise<Map<string, number>> {
+    if (ids.length === 0) return new Map();
+    const rows = await db
+      .selectFrom(table)
+      .select(['id', 'created_seq'])
+      .where('account_id', '=', accountId)
+      .where('id', 'in', ids)
+      .execute();
+    return new Map(rows.map((row) => [row.id, row.created_seq]));
   },
 };

@@ -5,7 +5,7 @@ import { anyColumnChanged, type ChangeStamp } from './change-stamp.ts';
 /** An incident as the API shows it: every stored column but its account, paging and feed places. */
 export type IncidentRow = Omit<
   Selectable<IncidentsTable>,
-  'account_id' | 'position' | 'change_seq' | 'changed_at'
+  'account_id' | 'position' | 'change_seq' | 'changed_at' | 'created_seq'
 >;
 
 /** An incident's place in paging order, which is (created_at, id) ascending. */
@@ -49,7 +49,13 @@ export const INCIDENT_COLUMNS = [
 ] as const;
 
 /** Every stored column but `position`, in the order `batchSql` binds them. */
-const INSERT_COLUMNS = ['account_id', ...INCIDENT_COLUMNS, 'change_seq', 'changed_at'] as const;
+const INSERT_COLUMNS = [
+  'account_id',
+  ...INCIDENT_COLUMNS,
+  'change_seq',
+  'changed_at',
+  'created_seq',
+] as const;
 
 /** The columns an import may change; the others say where the row is. */
 const UPDATED_COLUMNS = INCIDENT_COLUMNS.filter((column) => column !== 'id');

@@ -1,12 +1,15 @@
 import { type ExpressionBuilder, type Kysely, type Selectable, sql } from 'kysely';
 import type { Database, DepartmentsTable } from '../schema.ts';
-import { anyColumnChanged, type ChangeStamp } from './change-stamp.ts';
+import { anyColumnChanged, type ChangeStamp, enteredView } from './change-stamp.ts';
 import { afterNameKey, type NameKey, nameKey } from './by-name.ts';
 
 /** Departments and locations share one shape (`LocationsTable` is `DepartmentsTable`) and one set of queries. */
 export type NamedResourceTable = 'departments' | 'locations';
 
-export type NamedResourceInput = Omit<Selectable<DepartmentsTable>, 'change_seq' | 'changed_at'>;
+export type NamedResourceInput = Omit<
+  Selectable<DepartmentsTable>,
+  'change_seq' | 'changed_at' | 'created_seq'
+>;
 
 /** What the API shows of a department or location (the lists and the changes feed). */
 export const PUBLIC_NAMED_RESOURCE_COLUMNS = ['id', 'name', 'created_at'] as const;
@@ -71,6 +74,7 @@ export const namedResourceRepository = {
             created_at: eb.ref('excluded.created_at'),
             change_seq: eb.ref('excluded.change_seq'),
             changed_at: eb.ref('excluded.changed_at'),
+            created_seq: enteredView(table, (row) => sql<boolean>`${sql.ref(`${row}.active`)} = 1`),
           }))
           .where(anyColumnChanged(table, ['name', 'active', 'created_at'])),
       )

@@ -1,6 +1,6 @@
 import { type ExpressionBuilder, type Kysely, type Selectable, sql } from 'kysely';
 import type { Database, UsersTable } from '../schema.ts';
-import { anyColumnChanged, type ChangeStamp } from './change-stamp.ts';
+import { anyColumnChanged, type ChangeStamp, enteredView } from './change-stamp.ts';
 import { afterNameKey, type NameKey, nameKey } from './by-name.ts';
 
 /** What the API shows of a user, in `UserSchema` order (the lists and the changes feed). */
@@ -37,10 +37,13 @@ export const isPublicUser = (eb: ExpressionBuilder<Database, 'users'>) =>
   eb.and([eb('active', '=', 1), eb('vendor_support', '=', 0)]);
 
 /** What an import writes: a password is only ever set by `users set-password`. */
-export type UserInput = Omit<Selectable<UsersTable>, 'password_hash' | 'change_seq' | 'changed_at'>;
+export type UserInput = Omit<
+  Selectable<UsersTable>,
+  'password_hash' | 'change_seq' | 'changed_at' | 'created_seq'
+>;
 
 /** What sign-in and the admin panel check about a person. */
-export type UserAccountRow = Omit<Selectable<UsersTable>, 'change_seq' | 'changed_at'>;
+export type UserAccountRow = Omit<Selectable<UsersTable>, 'change_seq' | 'changed_at' | 'created_seq'>;
 
 /** Users the public API shows: active and not vendor support, by name case-insensitively, then id. */
 function visible(db: Kysely<Database>, accountId: string) {
@@ -147,6 +150,11 @@ export const userRepository = {
             created_at: eb.ref('excluded.created_at'),
             change_seq: eb.ref('excluded.change_seq'),
             changed_at: eb.ref('excluded.changed_at'),
+            created_seq: enteredView(
+              'users',
+              (row) =>
+                sql<boolean>`${sql.ref(`${row}.active`)} = 1 AND ${sql.ref(`${row}.vendor_support`)} = 0`,
+            ),
           }))
           .where(anyColumnChanged('users', UPDATED_COLUMNS)),
       )

@@ -56,8 +56,8 @@ for (const store of STORES) {
     }
 
     async function lastEvent(keyId: string) {
-      const events = await apiKeyRepository.listEvents(ctx.db, accountId, 100);
-      return events.find((event) => event.key_id === keyId);
+      const events = await apiKeyService.listEvents(ctx.db, accountId, 100);
+      return events.find((event) => event.subject_id === keyId);
     }
 
     test('create: the raw key is shown once with a copy button and a warning, then never again', async () => {
@@ -164,8 +164,8 @@ for (const store of STORES) {
       assert.match(page, /Nothing was changed: a revoked key cannot be enabled/);
       assert.equal((await apiKeyRepository.findById(ctx.db, id))?.state, 'revoked');
 
-      const actions = (await apiKeyRepository.listEvents(ctx.db, accountId, 100))
-        .filter((event) => event.key_id === id)
+      const actions = (await apiKeyService.listEvents(ctx.db, accountId, 100))
+        .filter((event) => event.subject_id === id)
         .map((event) => [event.action, event.actor]);
       assert.deepEqual(actions, [
         ['revoked', admin.id],
@@ -207,7 +207,7 @@ for (const store of STORES) {
       }
       assert.equal((await apiKeyRepository.findById(ctx.db, foreign.id))?.state, 'active');
       assert.equal(await publicStatus(foreign.rawKey), 200);
-      assert.equal((await apiKeyRepository.listEvents(ctx.db, other, 10)).length, 1, 'only its creation');
+      assert.equal((await apiKeyService.listEvents(ctx.db, other, 10)).length, 1, 'only its creation');
     });
 
     test('a form post without the session CSRF token is refused with 403 and changes nothing', async () => {

@@ -1,0 +1,252 @@
+import { parseArgs } from 'node:util';
+import type { Kysely } from 'kysely';
+import type { Config } from '../config.ts';
+import type { Database } from '../db/schema.ts';
+import { InputError } from '../errors.ts';
+import { EVENT_TYPES } from '../webhooks/events.ts';
+import { OutboundClient } from '../webhooks/outbound.ts';
+import {
+  type WebhookDeps,
+  type WebhookEndpointView,
+  parseOverlapHours,
+  webhookService,
+} from '../services/webhook-service.ts';
+import { type Command, type CommandGroup, positionals } from './command.ts';
+import { listForAccount, withDatabase } from './context.ts';
+
+const ACTOR = 'cli';
+const ENDPOINT_ID = '5f0c2a7e-3b1d-4e8f-9a6c-2d7b1e0f4a3c';
+
+/**
+ * Webhook endpoints change no key or account, so the commands have no generation to bump: they run
+ * as `readOnly` for `withDatabase`, and the delivering instance hears of them through the database.
+ */
+function withWebhooks<T>(work: (deps: WebhookDeps, config: Config) => Promise<T>): Promise<T> {
+  return withDatabase(
+    async (db: Kysely<Database>, config) => {
+      const outbound = new OutboundClient({
+        allowPrivate: config.webhooksAllowPrivate,
+        timeoutMs: config.webhookTimeoutMs,
+      });
+      try {
+        return await work({ db, outbound, secretsKey: config.webhookSecretsKey }, config);
+      } finally {
+        await outbound.close();
+      }
+    },
+    { readOnly: true },
+  );
+}
+
+function describe(endpoint: WebhookEndpointView): string {
+  return [
+    endpoint.id,
+    endpoint.state,
+    endpoint.url,
+    endpoint.events.join(','),
+    `lag ${endpoint.lag}`,
+    `last ${endpoint.last_attempt_at === null ? 'never' : `${endpoint.last_status ?? 'no answer'} at ${endpoint.last_attempt_at}`}`,
+    ...(endpoint.disabled_reason === null ? [] : [`(${endpoint.disabled_reason})`]),
+  ].join('  ');
+}
+
+const create: Command = {
+  name: 'webhooks create',
+  summary: "Register a URL that receives an account's changes as signed POSTs; prints its secret once",
+  usage: ['safety-api webhooks create --account ID --url URL [--events TYPES] [--description TEXT] [--json]'],
+  notes: [
+    '--url          https:// on a public address (http:// and private addresses only with WEBHOOKS_ALLOW_PRIVATE=true)',
+    `--events       comma-separated types or wildcards (default *): ${EVENT_TYPES.join(', ')}, incident.*, …`,
+    '--json         one JSON object with id, url, events, state and secret (whsec_…, shown this once)',
+    "It starts at the feed's head: it receives the changes made after its creation.",
+  ],
+  example:
+    'safety-api webhooks create --account 0b5e6c1a-8d2f-4c3e-9a7b-1f2e3d4c5b6a --url https://bi.acme.example/hooks/safety --events "incident.*" --json',
+  async run(args, io) {
+    const { values } = parseArgs({
+      args,
+      options: {
+        account: { type: 'string' },
+        url: { type: 'string' },
+        events: { type: 'string' },
+        description: { type: 'string' },
+        json: { type: 'boolean', default: false },
+      },
+    });
+    const { account, url } = values;
+    if (account === undefined || url === undefined)
+      throw new InputError('webhooks create needs --account ID and --url URL');
+    const { endpoint, secret } = await withWebhooks((deps) =>
+      webhookService.create(deps, {
+        accountId: account,
+        url,
+        events: values.events,
+        description: values.description,
+        actor: ACTOR,
+      }),
+    );
+    if (values.json) {
+      io.out(JSON.stringify({ ...endpoint, secret }));
+    } else {
+      io.out(`Created ${describe(endpoint)}`);
+      io.out(`Signing secret (shown once, store it now): ${secret}`);
+    }
+  },
+};
+
+const list: Command = {
+  name: 'webhooks list',
+  summary: "List an account's webhook endpoints with their state, lag and last delivery",
+  usage: ['safety-api webhooks list --account ID [--json]'],
+  example: 'safety-api webhooks list --account 0b5e6c1a-8d2f-4c3e-9a7b-1f2e3d4c5b6a --json',
+  run: (args, io) =>
+    listForAccount(
+      args,
+      io,
+      { command: 'webhooks', empty: 'No webhook endpoints.' },
+      webhookService.list,
+      describe,
+    ),
+};
+
+const show: Command = {
+  name: 'webhooks show',
+  summary: 'Show one endpoint and its last 50 delivery attempts, newest first',
+  usage: ['safety-api webhooks show ENDPOINT_ID [--json]'],
+  example: `safety-api webhooks show ${ENDPOINT_ID} --json`,
+  async run(args, io) {
+    const { values, positionals: ids } = parseArgs({
+      args,
+      allowPositionals: true,
+      options: { json: { type: 'boolean', default: false } },
+    });
+    if (ids.length !== 1) throw new InputError('usage: safety-api webhooks show ENDPOINT_ID [--json]');
+    const endpointId = ids[0] as string;
+    const endpoint = await withDatabase((db) => webhookService.show(db, endpointId), { readOnly: true });
+    if (values.json) {
+      io.out(JSON.stringify(endpoint));
+      return;
+    }
+    io.out(describe(endpoint));
+    io.out(`cursor ${endpoint.cursor}`);
+    if (endpoint.past_retention)
+      io.out('Its position is older than the feed keeps: resend from latest to restart it.');
+    for (const a of endpoint.attempts) {
+      io.out(
+        `  ${a.at}  ${a.webhook_id}  ${a.type}  ${a.status ?? '-'}  ${a.duration_ms} ms${a.error === null ? '' : `  ${a.error}`}`,
+      );
+    }
+  },
+};
+
+const STATE_CHANGES = {
+  disable: 'Stop deliveries to an endpoint; its position is kept',
+  enable: 'Resume deliveries after the last delivered position',
+  delete: 'Delete an endpoint and its delivery log',
+} as const;
+
+const stateChanges: Command[] = (Object.keys(STATE_CHANGES) as (keyof typeof STATE_CHANGES)[]).map(
+  (action) => ({
+    name: `webhooks ${action}`,
+    summary: STATE_CHANGES[action],
+    usage: [`safety-api webhooks ${action} ENDPOINT_ID`],
+    example: `safety-api webhooks ${action} ${ENDPOINT_ID}`,
+    async run(args, io) {
+      const [endpointId] = positionals(args, 1, `safety-api webhooks ${action} ENDPOINT_ID`) as [string];
+      await withDatabase(
+        async (db) => {
+          if (action === 'delete') {
+            await webhookService.delete(db, endpointId, ACTOR);
+            io.out(`Deleted webhook endpoint ${endpointId}.`);
+          } else {
+            io.out(describe(await webhookService[action](db, endpointId, ACTOR)));
+          }
+        },
+        { readOnly: true },
+      );
+    },
+  }),
+);
+
+const rotateSecret: Command = {
+  name: 'webhooks rotate-secret',
+  summary:
+    'Give an endpoint a new signing secret (printed once); the old one keeps signing during the overlap',
+  usage: ['safety-api webhooks rotate-secret ENDPOINT_ID [--overlap-hours N] [--json]'],
+  notes: [
+    '--overlap-hours  hours both secrets sign each message (default 24; 0 ends the old secret now)',
+    '--json           { "secret" }',
+  ],
+  example: `safety-api webhooks rotate-secret ${ENDPOINT_ID} --overlap-hours 48`,
+  async run(args, io) {
+    const { values, positionals: ids } = parseArgs({
+      args,
+      allowPositionals: true,
+      options: { 'overlap-hours': { type: 'string' }, json: { type: 'boolean', default: false } },
+    });
+    if (ids.length !== 1)
+      throw new InputError(
+        'usage: safety-api webhooks rotate-secret ENDPOINT_ID [--overlap-hours N] [--json]',
+      );
+    const overlapHours = parseOverlapHours(values['overlap-hours']);
+    const rotated = await withWebhooks((deps) =>
+      webhookService.rotateSecret(deps, ids[0] as string, ACTOR, { overlapHours }),
+    );
+    if (values.json) {
+      io.out(JSON.stringify({ secret: rotated.secret }));
+      return;
+    }
+    io.out(`New signing secret (shown once, store it now): ${rotated.secret}`);
+    io.out(
+      rotated.previous_secret_expires_at === null
+        ? 'The previous secret no longer signs.'
+        : `The previous secret signs too until ${rotated.previous_secret_expires_at}.`,
+    );
+  },
+};
+
+const test: Command = {
+  name: 'webhooks test',
+  summary: 'Send a signed webhook.test event to an endpoint now and print what it answered',
+  usage: ['safety-api webhooks test ENDPOINT_ID'],
+  notes: ['Exits non-zero when the endpoint does not answer with a 2xx.'],
+  example: `safety-api webhooks test ${ENDPOINT_ID}`,
+  async run(args, io) {
+    const [endpointId] = positionals(args, 1, 'safety-api webhooks test ENDPOINT_ID') as [string];
+    const result = await withWebhooks((deps) => webhookService.sendTest(deps, endpointId));
+    if (result.status === null || result.status < 200 || result.status >= 300)
+      throw new Error(`the test event ${result.webhook_id} failed: ${result.error ?? 'no answer'}`);
+    io.out(`Delivered test event ${result.webhook_id}: HTTP ${result.status} in ${result.durationMs} ms.`);
+  },
+};
+
+const resend: Command = {
+  name: 'webhooks resend',
+  summary: 'Send again every change after a /changes cursor (or restart at the head with latest)',
+  usage: ['safety-api webhooks resend ENDPOINT_ID --cursor CURSOR|latest'],
+  notes: [
+    '--cursor  a cursor from an event (data.cursor) or from /changes; "latest" skips to the head',
+    'Events sent again carry the same webhook-id as the first time.',
+  ],
+  example: `safety-api webhooks resend ${ENDPOINT_ID} --cursor latest`,
+  async run(args, io) {
+    const { values, positionals: ids } = parseArgs({
+      args,
+      allowPositionals: true,
+      options: { cursor: { type: 'string' } },
+    });
+    if (ids.length !== 1 || values.cursor === undefined || values.cursor === '')
+      throw new InputError('usage: safety-api webhooks resend ENDPOINT_ID --cursor CURSOR|latest');
+    const cursor = values.cursor;
+    const endpoint = await withDatabase((db) => webhookService.resend(db, ids[0] as string, cursor, ACTOR), {
+      readOnly: true,
+    });
+    io.out(describe(endpoint));
+  },
+};
+
+export const webhooksCommands: CommandGroup = {
+  name: 'webhooks',
+  summary: 'Manage webhook endpoints: the changes feed pushed as signed POSTs',
+  subcommands: [create, list, show, ...stateChanges, rotateSecret, test, resend],
+};

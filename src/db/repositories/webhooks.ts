@@ -1,0 +1,196 @@
+import { type Insertable, type Kysely, PostgresAdapter, type Selectable } from 'kysely';
+import type { Database, WebhookAttemptsTable, WebhookEndpointsTable } from '../schema.ts';
+
+export type WebhookEndpointRow = Selectable<WebhookEndpointsTable>;
+export type WebhookAttemptRow = Omit<Selectable<WebhookAttemptsTable>, 'endpoint_id'>;
+
+/** An endpoint with what its account's feed and plan say: where the feed stands and whether it may deliver. */
+export type LeasedEndpointRow = WebhookEndpointRow & {
+  head: number;
+  purged_seq: number;
+  api_access: number;
+};
+
+/** The fields that change over an endpoint's life (state, secrets, position, retries, lease). */
+export type EndpointPatch = Partial<
+  Omit<WebhookEndpointRow, 'id' | 'account_id' | 'created_by' | 'created_at'>
+> & {
+  updated_at: string;
+};
+
+/** How many attempts the delivery log keeps per endpoint. */
+export const ATTEMPTS_KEPT = 100;
+
+export const webhookRepository = {
+  async insert(db: Kysely<Database>, row: Insertable<WebhookEndpointsTable>): Promise<void> {
+    await db.insertInto('webhook_endpoints').values(row).execute();
+  },
+
+  async findById(db: Kysely<Database>, id: string): Promise<WebhookEndpointRow | undefined> {
+    return db.selectFrom('webhook_endpoints').selectAll().where('id', '=', id).executeTakeFirst();
+  },
+
+  /** The account's endpoints, oldest first, each with its account's feed head (for the lag). */
+  async listByAccount(
+    db: Kysely<Database>,
+    accountId: string,
+  ): Promise<(WebhookEndpointRow & { head: number })[]> {
+    return db
+      .selectFrom('webhook_endpoints as w')
+      .innerJoin('accounts as a', 'a.id', 'w.account_id')
+      .selectAll('w')
+      .select('a.data_version as head')
+      .where('w.account_id', '=', accountId)
+      .orderBy('w.created_at')
+      .orderBy('w.id')
+      .execute();
+  },
+
+  async update(db: Kysely<Database>, id: string, patch: EndpointPatch): Promise<boolean> {
+    const result = await db
+      .updateTable('webhook_endpoints')
+      .set(patch)
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  },
+
+  async delete(db: Kysely<Database>, id: string): Promise<boolean> {
+    const result = await db.deleteFrom('webhook_endpoints').where('id', '=', id).executeTakeFirst();
+    return Number(result.numDeletedRows) === 1;
+  },
+
+  /**
+   * Extends the leases `owner` holds and returns the ids it still holds: an endpoint disabled or
+   * deleted meanwhile, or taken over after a lease that ran out, is not among them.
+   */
+  async renewLeases(db: Kysely<Database>, owner: string, until: string): Promise<string[]> {
+    const rows = await db
+      .updateTable('webhook_endpoints')
+      .set({ lease_expires_at: until })
+      .where('lease_owner', '=', owner)
+      .where('state', '=', 'active')
+      .returning('id')
+      .execute();
+    return rows.map((row) => row.id);
+  },
+
+  /**
+   * Takes up to `limit` active endpoints that no instance holds (never leased, released, or whose
+   * holder's lease ran out) for `owner` until `until`. On PostgreSQL rows another instance is
+   * claiming at the same moment are skipped (`FOR UPDATE SKIP LOCKED`), so two instances never take
+   * the same endpoint; SQLite has one writer at a time.
+   */
+  async claim(
+    db: Kysely<Database>,
+    owner: string,
+    now: string,
+    until: string,
+    limit: number,
+  ): Promise<string[]> {
+    let free = db
+      .selectFrom('webhook_endpoints')
+      .select('id')
+      .where('state', '=', 'active')
+      .where((eb) => eb.or([eb('lease_owner', 'is', null), eb('lease_expires_at', '<', now)]))
+      .limit(limit);
+    if (db.getExecutor().adapter instanceof PostgresAdapter) free = free.forUpdate().skipLocked();
+    const rows = await db
+      .updateTable('webhook_endpoints')
+      .set({ lease_owner: owner, lease_expires_at: until })
+      .where('id', 'in', free)
+      .returning('id')
+      .execute();
+    return rows.map((row) => row.id);
+  },
+
+  /** Whether any active endpoint is free to claim: a read, so that an idle look costs no write. */
+  async anyClaimable(db: Kysely<Database>, now: string): Promise<boolean> {
+    const row = await db
+      .selectFrom('webhook_endpoints')
+      .select('id')
+      .where('state', '=', 'active')
+      .where((eb) => eb.or([eb('lease_owner', 'is', null), eb('lease_expires_at', '<', now)]))
+      .limit(1)
+      .executeTakeFirst();
+    return row !== undefined;
+  },
+
+  /** Gives up `owner`'s leases (of `ids`, or all): another instance may take them at once. */
+  async release(db: Kysely<Database>, owner: string, ids?: string[]): Promise<void> {
+    let query = db
+      .updateTable('webhook_endpoints')
+      .set({ lease_owner: null, lease_expires_at: null })
+      .where('lease_owner', '=', owner);
+    if (ids !== undefined) {
+      if (ids.length === 0) return;
+      query = query.where('id', 'in', ids);
+    }
+    await query.execute();
+  },
+
+  /** The endpoint if `owner` holds its lease, with its account's feed head, purge mark and plan. */
+  async findLeased(db: Kysely<Database>, id: string, owner: string): Promise<LeasedEndpointRow | undefined> {
+    return db
+      .selectFrom('webhook_endpoints as w')
+      .innerJoin('accounts as a', 'a.id', 'w.account_id')
+      .selectAll('w')
+      .select(['a.data_version as head', 'a.changes_purged_seq as purged_seq', 'a.api_access'])
+      .where('w.id', '=', id)
+      .where('w.lease_owner', '=', owner)
+      .executeTakeFirst();
+  },
+
+  /**
+   * The delivery loop's write: `patch` applies only while `owner` still holds the lease (false
+   * otherwise: another instance delivers now, and this one must stop).
+   */
+  async updateLeased(
+    db: Kysely<Database>,
+    id: string,
+    owner: string,
+    patch: EndpointPatch,
+  ): Promise<boolean> {
+    const result = await db
+      .updateTable('webhook_endpoints')
+      .set(patch)
+      .where('id', '=', id)
+      .where('lease_owner', '=', owner)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  },
+
+  /** Adds attempts to the delivery log and drops those beyond the newest ATTEMPTS_KEPT. */
+  async recordAttempts(db: Kysely<Database>, attempts: Insertable<WebhookAttemptsTable>[]): Promise<void> {
+    const kept = attempts.slice(-ATTEMPTS_KEPT);
+    if (kept.length === 0) return;
+    await db.insertInto('webhook_attempts').values(kept).execute();
+    const endpointId = kept[0]?.endpoint_id as string;
+    const oldestKept = await db
+      .selectFrom('webhook_attempts')
+      .select('id')
+      .where('endpoint_id', '=', endpointId)
+      .orderBy('id', 'desc')
+      .offset(ATTEMPTS_KEPT - 1)
+      .limit(1)
+      .executeTakeFirst();
+    if (oldestKept !== undefined) {
+      await db
+        .deleteFrom('webhook_attempts')
+        .where('endpoint_id', '=', endpointId)
+        .where('id', '<', oldestKept.id)
+        .execute();
+    }
+  },
+
+  /** The endpoint's latest `limit` attempts, newest first. */
+  async listAttempts(db: Kysely<Database>, endpointId: string, limit: number): Promise<WebhookAttemptRow[]> {
+    return db
+      .selectFrom('webhook_attempts')
+      .select(['id', 'webhook_id', 'type', 'seq', 'at', 'status', 'duration_ms', 'error'])
+      .where('endpoint_id', '=', endpointId)
+      .orderBy('id', 'desc')
+      .limit(limit)
+      .execute();
+  },
+};

@@ -1,0 +1,475 @@
+import { randomUUID } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import { accountRepository } from '../db/repositories/accounts.ts';
+import { type AuditEventRow, auditRepository } from '../db/repositories/audit-events.ts';
+import { changeRepository } from '../db/repositories/changes.ts';
+import { notifyWebhooks } from '../db/repositories/notifications.ts';
+import {
+  type EndpointPatch,
+  type WebhookAttemptRow,
+  type WebhookEndpointRow,
+  webhookRepository,
+} from '../db/repositories/webhooks.ts';
+import type { Database } from '../db/schema.ts';
+import { InputError } from '../errors.ts';
+import { parseEventFilter, TEST_EVENT_TYPE } from '../webhooks/events.ts';
+import type { OutboundClient, PostResult } from '../webhooks/outbound.ts';
+import { testEventBody } from '../webhooks/payload.ts';
+import { generateSecret, signedHeaders, testWebhookId } from '../webhooks/signing.ts';
+import { changeCursors } from './change-cursor.ts';
+import { changeFeedService, LATEST_CURSOR } from './change-feed-service.ts';
+import { secretBox } from './webhook-secret-box.ts';
+
+/**
+ * Webhook endpoints, shared by the CLI and the admin panel (DESIGN.md, "Webhooks"): every change
+ * is validated here, written with its audit event in one transaction, and heard by the delivering
+ * instance at once (a NOTIFY on PostgreSQL, the commit watch on SQLite). Changes that move the
+ * endpoint's position or state also end the current holder's lease, so that the delivery loop
+ * starts again from the stored state instead of writing over it.
+ */
+
+/** What the service needs beyond the database: the guarded HTTP client and the secrets' key. */
+export interface WebhookDeps {
+  db: Kysely<Database>;
+  outbound: OutboundClient;
+  /** WEBHOOK_SECRETS_KEY, or null for the key kept in the database. */
+  secretsKey: Buffer | null;
+}
+
+export type EndpointState = 'active' | 'disabled';
+
+/** An endpoint as the CLI (`--json`) and the panel show it; never its secret. */
+export interface WebhookEndpointView {
+  id: string;
+  account_id: string;
+  url: string;
+  description: string | null;
+  events: string[];
+  state: EndpointState;
+  disabled_reason: string | null;
+  /** A `/changes` cursor at the last delivered position. */
+  cursor: string;
+  /** The seq of the last change delivered. */
+  position: number;
+  /** Changes in the feed after the position: an upper bound of the events still to send. */
+  lag: number;
+  /** Whether the position is older than the feed keeps (CHANGES_RETENTION_DAYS): resend from latest. */
+  past_retention: boolean;
+  last_attempt_at: string | null;
+  last_status: number | null;
+  failing_since: string | null;
+  next_attempt_at: string | null;
+  /** While a rotation's overlap lasts: when the previous secret stops signing. */
+  previous_secret_expires_at: string | null;
+  created_by: string;
+  created_at: string;
+}
+
+export type WebhookAttemptView = Omit<WebhookAttemptRow, 'id'>;
+
+/** Who acted: a user id, `cli`, or `system` (the delivery loop disabling an endpoint). */
+export type Actor = string;
+
+export const DEFAULT_OVERLAP_HOURS = 24;
+const MAX_OVERLAP_HOURS = 24 * 30;
+const MAX_DESCRIPTION_LENGTH = 200;
+/** Attempts `show` lists. */
+export const ATTEMPTS_SHOWN = 50;
+
+async function toView(
+  db: Kysely<Database>,
+  row: WebhookEndpointRow,
+  feed: { head: number; purgedSeq: number },
+  now: Date,
+): Promise<WebhookEndpointView> {
+  const previousLive =
+    row.previous_secret_expires_at !== null && Date.parse(row.previous_secret_expires_at) > now.getTime();
+  return {
+    id: row.id,
+    account_id: row.account_id,
+    url: row.url,
+    description: row.description,
+    events: JSON.parse(row.events) as string[],
+    state: row.state as EndpointState,
+    disabled_reason: row.disabled_reason,
+    cursor: await changeFeedService.cursorAfter(db, row.account_id, row.position),
+    position: row.position,
+    lag: Math.max(0, feed.head - row.position),
+    past_retention: row.position < feed.purgedSeq,
+    last_attempt_at: row.last_attempt_at,
+    last_status: row.last_status,
+    failing_since: row.failing_since,
+    next_attempt_at: row.next_attempt_at,
+    previous_secret_expires_at: previousLive ? row.previous_secret_expires_at : null,
+    created_by: row.created_by,
+    created_at: row.created_at,
+  };
+}
+
+async function requireEndpoint(
+  db: Kysely<Database>,
+  endpointId: string,
+  accountId?: string,
+): Promise<WebhookEndpointRow> {
+  const row = await webhookRepository.findById(db, endpointId);
+  // Another account's endpoint is reported exactly like a missing one.
+  if (row === undefined || (accountId !== undefined && row.account_id !== accountId))
+    throw new InputError(`no webhook endpoint with id "${endpointId}"`);
+  return row;
+}
+
+async function feedOf(db: Kysely<Database>, accountId: string): Promise<{ head: number; purgedSeq: number }> {
+  return (await changeRepository.feedState(db, accountId)) ?? { head: 0, purgedSeq: 0 };
+}
+
+function parseDescription(value: string | undefined | null): string | null {
+  const description = (value ?? '').trim();
+  if (description === '') return null;
+  if (description.length > MAX_DESCRIPTION_LENGTH)
+    throw new InputError(`description must be at most ${MAX_DESCRIPTION_LENGTH} characters`);
+  return description;
+}
+
+export function parseOverlapHours(value: string | number | undefined): number {
+  if (value === undefined || value === '') return DEFAULT_OVERLAP_HOURS;
+  const hours = typeof value === 'number' ? value : /^\d+(\.\d+)?$/.test(value) ? Number(value) : Number.NaN;
+  if (!(hours >= 0 && hours <= MAX_OVERLAP_HOURS))
+    throw new InputError(`overlap must be a number of hours from 0 to ${MAX_OVERLAP_HOURS} (got "${value}")`);
+  return hours;
+}
+
+/**
+ * Writes `patch` and its audit event in one transaction, then wakes the deliveries. `releaseLease`:
+ * the change moves the position or the state, so the holder must start again from the stored row.
+ */
+async function change(
+  db: Kysely<Database>,
+  row: WebhookEndpointRow,
+  patch: Omit<EndpointPatch, 'updated_at'>,
+  audit: { actor: Actor; action: string; detail: string | null },
+  { releaseLease }: { releaseLease: boolean },
+): Promise<void> {
+  const stamp = new Date().toISOString();
+  await db.transaction().execute(async (trx) => {
+    await webhookRepository.update(trx, row.id, {
+      ...patch,
+      ...(releaseLease ? { lease_owner: null, lease_expires_at: null } : {}),
+      updated_at: stamp,
+    });
+    await auditRepository.insert(trx, {
+      account_id: row.account_id,
+      subject_type: 'webhook_endpoint',
+      subject_id: row.id,
+      actor: audit.actor,
+      action: audit.action,
+      detail: audit.detail,
+      created_at: stamp,
+    });
+    await notifyWebhooks(trx, '*');
+  });
+}
+
+/** The retry state of an endpoint that starts (again) with a clean slate. */
+const NOT_FAILING = { failing_since: null, failed_attempts: 0, next_attempt_at: null } as const;
+
+export const webhookService = {
+  async create(
+    { db, outbound, secretsKey }: WebhookDeps,
+    input: { accountId: string; url: string; events?: string | string[]; description?: string; actor: Actor },
+  ): Promise<{ endpoint: WebhookEndpointView; secret: string }> {
+    const account = await accountRepository.findById(db, input.accountId);
+    if (account === undefined) throw new InputError(`no account with id "${input.accountId}"`);
+    if (account.api_access !== 1)
+      throw new InputError(`the plan of account "${account.id}" does not include API access`);
+    const events = parseEventFilter(input.events);
+    const description = parseDescription(input.description);
+    const url = await outbound.checkUrl(input.url);
+
+    const id = randomUUID();
+    const secret = generateSecret();
+    const sealed = (await secretBox(db, secretsKey)).seal(id, secret);
+    const now = new Date();
+    const stamp = now.toISOString();
+    await db.transaction().execute(async (trx) => {
+      // A new endpoint starts at the feed's head: it gets the changes made after its creation.
+      const head = (await changeRepository.feedState(trx, account.id))?.head ?? 0;
+      await webhookRepository.insert(trx, {
+        id,
+        account_id: account.id,
+        url,
+        description,
+        events: JSON.stringify(events),
+        state: 'active',
+        disabled_reason: null,
+        secret: sealed,
+        previous_secret: null,
+        previous_secret_expires_at: null,
+        position: head,
+        failing_since: null,
+        failed_attempts: 0,
+        next_attempt_at: null,
+        last_attempt_at: null,
+        last_status: null,
+        lease_owner: null,
+        lease_expires_at: null,
+        created_by: input.actor,
+        created_at: stamp,
+        updated_at: stamp,
+      });
+      await auditRepository.insert(trx, {
+        account_id: account.id,
+        subject_type: 'webhook_endpoint',
+        subject_id: id,
+        actor: input.actor,
+        action: 'created',
+        detail: `url ${url}, events ${events.join(',')}`,
+        created_at: stamp,
+      });
+      await notifyWebhooks(trx, '*');
+    });
+    const row = await requireEndpoint(db, id);
+    return { endpoint: await toView(db, row, await feedOf(db, account.id), now), secret };
+  },
+
+  async list(db: Kysely<Database>, accountId: string): Promise<WebhookEndpointView[]> {
+    const account = await accountRepository.findById(db, accountId);
+    if (account === undefined) throw new InputError(`no account with id "${accountId}"`);
+    const feed = await feedOf(db, accountId);
+    const now = new Date();
+    const rows = await webhookRepository.listByAccount(db, accountId);
+    return Promise.all(rows.map((row) => toView(db, row, feed, now)));
+  },
+
+  /** The endpoint with its latest attempts, newest first. */
+  async show(
+    db: Kysely<Database>,
+    endpointId: string,
+    accountId?: string,
+  ): Promise<WebhookEndpointView & { attempts: WebhookAttemptView[] }> {
+    const row = await requireEndpoint(db, endpointId, accountId);
+    const view = await toView(db, row, await feedOf(db, row.account_id), new Date());
+    const attempts = (await webhookRepository.listAttempts(db, row.id, ATTEMPTS_SHOWN)).map(
+      ({ id: _id, ...attempt }) => attempt,
+    );
+    return { ...view, attempts };
+  },
+
+  /** The endpoint's audit events, newest first. */
+  async history(
+    db: Kysely<Database>,
+    endpointId: string,
+    accountId: string,
+    limit: number,
+  ): Promise<AuditEventRow[]> {
+    return auditRepository.list(db, accountId, limit, { type: 'webhook_endpoint', id: endpointId });
+  },
+
+  async disable(
+    db: Kysely<Database>,
+    endpointId: string,
+    actor: Actor,
+    { accountId, reason }: { accountId?: string; reason?: string } = {},
+  ): Promise<WebhookEndpointView> {
+    const row = await requireEndpoint(db, endpointId, accountId);
+    if (row.state === 'disabled')
+      throw new InputError(`the webhook endpoint "${endpointId}" is already disabled`);
+    const disabledReason = reason ?? `disabled by ${actor === 'cli' ? 'the command line' : 'a Super Admin'}`;
+    await change(
+      db,
+      row,
+      { state: 'disabled', disabled_reason: disabledReason },
+      { actor, action: 'disabled', detail: disabledReason },
+      { releaseLease: true },
+    );
+    return webhookService.show(db, endpointId);
+  },
+
+  /**
+   * Enables a disabled endpoint: delivery resumes after its position, with a clean retry slate.
+   * A position the feed no longer holds (older than CHANGES_RETENTION_DAYS) would skip deletions
+   * silently: refused unless `fromLatest` says, deliberately, to restart at the feed's head.
+   */
+  async enable(
+    db: Kysely<Database>,
+    endpointId: string,
+    actor: Actor,
+    { accountId, fromLatest = false }: { accountId?: string; fromLatest?: boolean } = {},
+  ): Promise<WebhookEndpointView> {
+    const row = await requireEndpoint(db, endpointId, accountId);
+    if (row.state === 'active')
+      throw new InputError(`the webhook endpoint "${endpointId}" is already active`);
+    const account = await accountRepository.findById(db, row.account_id);
+    if (account?.api_access !== 1)
+      throw new InputError(`the plan of account "${row.account_id}" does not include API access`);
+    const feed = await feedOf(db, row.account_id);
+    const past = row.position < feed.purgedSeq;
+    if (past && !fromLatest) {
+      throw new InputError(
+        `the webhook endpoint "${endpointId}" stopped at a position the changes feed no longer holds ` +
+          '(older than CHANGES_RETENTION_DAYS): restart it from the head with ' +
+          `"safety-api webhooks resend ${endpointId} --cursor latest", then enable it`,
+      );
+    }
+    await change(
+      db,
+      row,
+      {
+        state: 'active',
+        disabled_reason: null,
+        ...NOT_FAILING,
+        ...(fromLatest ? { position: feed.head } : {}),
+      },
+      { actor, action: 'enabled', detail: fromLatest ? `restarted from the head (seq ${feed.head})` : null },
+      { releaseLease: true },
+    );
+    return webhookService.show(db, endpointId);
+  },
+
+  async delete(db: Kysely<Database>, endpointId: string, actor: Actor, accountId?: string): Promise<void> {
+    const row = await requireEndpoint(db, endpointId, accountId);
+    const stamp = new Date().toISOString();
+    await db.transaction().execute(async (trx) => {
+      await webhookRepository.delete(trx, row.id);
+      await auditRepository.insert(trx, {
+        account_id: row.account_id,
+        subject_type: 'webhook_endpoint',
+        subject_id: row.id,
+        actor,
+        action: 'deleted',
+        detail: `url ${row.url}`,
+        created_at: stamp,
+      });
+      await notifyWebhooks(trx, '*');
+    });
+  },
+
+  /**
+   * A new secret, shown once; the current one keeps signing beside it for `overlapHours` (both
+   * signatures in the header), so receivers can switch without missing an event.
+   */
+  async rotateSecret(
+    { db, secretsKey }: Pick<WebhookDeps, 'db' | 'secretsKey'>,
+    endpointId: string,
+    actor: Actor,
+    { overlapHours = DEFAULT_OVERLAP_HOURS, accountId }: { overlapHours?: number; accountId?: string } = {},
+  ): Promise<{ secret: string; previous_secret_expires_at: string | null }> {
+    const row = await requireEndpoint(db, endpointId, accountId);
+    const hours = parseOverlapHours(overlapHours);
+    const box = await secretBox(db, secretsKey);
+    const secret = generateSecret();
+    const until = hours === 0 ? null : new Date(Date.now() + hours * 3_600_000).toISOString();
+    await change(
+      db,
+      row,
+      {
+        secret: box.seal(row.id, secret),
+        previous_secret: until === null ? null : row.secret,
+        previous_secret_expires_at: until,
+      },
+      {
+        actor,
+        action: 'secret rotated',
+        detail: until === null ? 'no overlap' : `previous secret valid until ${until}`,
+      },
+      { releaseLease: false },
+    );
+    return { secret, previous_secret_expires_at: until };
+  },
+
+  /**
+   * Moves the position to `cursor` (a `/changes` cursor, or `latest` for the head): the changes
+   * after it are sent again, in order, with the same `webhook-id`s as the first time.
+   */
+  async resend(
+    db: Kysely<Database>,
+    endpointId: string,
+    cursor: string,
+    actor: Actor,
+    accountId?: string,
+  ): Promise<WebhookEndpointView> {
+    const row = await requireEndpoint(db, endpointId, accountId);
+    const feed = await feedOf(db, row.account_id);
+    let position: number;
+    if (cursor === LATEST_CURSOR) {
+      position = feed.head;
+    } else {
+      const held = (await changeCursors(db)).decode(row.account_id, cursor.trim());
+      if (held === null)
+        throw new InputError(`cursor is not a /changes cursor of this account (got "${cursor}")`);
+      if (held.bound > feed.head || held.position < feed.purgedSeq)
+        throw new InputError(
+          'cursor is older than the changes feed keeps (CHANGES_RETENTION_DAYS): use --cursor latest',
+        );
+      position = held.position;
+    }
+    await change(
+      db,
+      row,
+      { position, ...NOT_FAILING },
+      {
+        actor,
+        action: 'resend',
+        detail: `from seq ${position}${cursor === LATEST_CURSOR ? ' (latest)' : ''}`,
+      },
+      { releaseLease: true },
+    );
+    return webhookService.show(db, endpointId);
+  },
+
+  /**
+   * Sends a `webhook.test` event now, from this process, signed like any other, through the same
+   * guard, whatever the endpoint's state; records it in the delivery log and returns what came back.
+   */
+  async sendTest(
+    { db, outbound, secretsKey }: WebhookDeps,
+    endpointId: string,
+    accountId?: string,
+  ): Promise<PostResult & { webhook_id: string }> {
+    const row = await requireEndpoint(db, endpointId, accountId);
+    const secrets = await signingSecrets(db, secretsKey, row, new Date());
+    const head = (await feedOf(db, row.account_id)).head;
+    const now = new Date();
+    const body = testEventBody(
+      row.id,
+      now.toISOString(),
+      await changeFeedService.cursorAfter(db, row.account_id, head),
+    );
+    const webhookId = testWebhookId();
+    const result = await outbound.post(
+      row.url,
+      { ...signedHeaders(webhookId, Math.floor(now.getTime() / 1000), body, secrets) },
+      body,
+    );
+    await webhookRepository.recordAttempts(db, [
+      {
+        endpoint_id: row.id,
+        webhook_id: webhookId,
+        type: TEST_EVENT_TYPE,
+        seq: null,
+        at: now.toISOString(),
+        status: result.status,
+        duration_ms: result.durationMs,
+        error: result.error,
+      },
+    ]);
+    return { ...result, webhook_id: webhookId };
+  },
+};
+
+/** The secrets that sign the endpoint's messages now: the current one, and the previous one during an overlap. */
+export async function signingSecrets(
+  db: Kysely<Database>,
+  secretsKey: Buffer | null,
+  row: Pick<WebhookEndpointRow, 'id' | 'secret' | 'previous_secret' | 'previous_secret_expires_at'>,
+  now: Date,
+): Promise<string[]> {
+  const box = await secretBox(db, secretsKey);
+  const secrets = [box.open(row.id, row.secret)];
+  if (
+    row.previous_secret !== null &&
+    row.previous_secret_expires_at !== null &&
+    Date.parse(row.previous_secret_expires_at) > now.getTime()
+  )
+    secrets.push(box.open(row.id, row.previous_secret));
+  return secrets;
+}

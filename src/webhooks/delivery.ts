@@ -1,0 +1,552 @@
+import { randomUUID } from 'node:crypto';
+import type { Insertable, Kysely } from 'kysely';
+import pg from 'pg';
+import { Counter, Gauge, Histogram, type Metric } from 'prom-client';
+import type { CommitWatch } from '../db/commit-watch.ts';
+import { auditRepository } from '../db/repositories/audit-events.ts';
+import { WEBHOOK_CHANNEL } from '../db/repositories/notifications.ts';
+import { type LeasedEndpointRow, webhookRepository } from '../db/repositories/webhooks.ts';
+import type { Database, WebhookAttemptsTable } from '../db/schema.ts';
+import { isStoreUnavailable } from '../db/store-health.ts';
+import { changeCursors } from '../services/change-cursor.ts';
+import { changeFeedService } from '../services/change-feed-service.ts';
+import { signingSecrets } from '../services/webhook-service.ts';
+import { matchesFilter } from './events.ts';
+import type { OutboundClient, PostResult } from './outbound.ts';
+import { changeEventBody, eventType } from './payload.ts';
+import { changeWebhookId, signedHeaders } from './signing.ts';
+
+/**
+ * The delivery of webhooks (DESIGN.md, "Webhooks"; docs/webhooks.md): each server instance runs a
+ * `WebhookDispatcher`, which holds leases on endpoints and runs one `EndpointWorker` per endpoint
+ * it holds.
+ *
+ * - One instance per endpoint: an endpoint is delivered for by the instance holding its lease
+ *   (`lease_owner`, `lease_expires_at`). The holder renews its leases every third of
+ *   WEBHOOK_LEASE_SECONDS; an instance that dies stops renewing, and another one takes its
+ *   endpoints once the lease has run out. Every write of the loop is conditional on the lease, so
+ *   an instance that lost it stops at its next write, and none starts a POST that could outlast it.
+ * - In order, at least once: the worker reads the changes after the endpoint's position, in feed
+ *   order, and POSTs them one at a time. The position moves only after a 2xx (or past an event the
+ *   filter leaves out), and is written at least every FLUSH_MS and at the end of each batch: a
+ *   server killed meanwhile sends the unwritten ones again, with the same `webhook-id`.
+ * - A failure holds the endpoint at that event (later ones wait, so order holds) and is retried on
+ *   RETRY_SCHEDULE_S with jitter; a 410 disables the endpoint at once, and so does failing for
+ *   WEBHOOK_DISABLE_AFTER_HOURS, with the reason recorded and an audit event.
+ * - No polling when idle: a worker sleeps until woken. On PostgreSQL writers NOTIFY at their commit
+ *   (`notifyWebhooks`) and the dispatcher LISTENs on a connection of its own; on SQLite the commit
+ *   watch (one 48-byte read of the WAL index, no SQL) tells when anything was committed.
+ */
+
+/** Seconds before the n-th retry (the last one repeats), each with ±20% jitter. */
+export const RETRY_SCHEDULE_S = [5, 5 * 60, 30 * 60, 2 * 3600, 5 * 3600, 10 * 3600];
+const JITTER = 0.2;
+/** Changes read per batch. */
+const BATCH = 200;
+/** The position of a busy endpoint is written at least this often. */
+const FLUSH_MS = 250;
+/** How often SQLite's commit watch is looked at: a 48-byte read, no SQL. */
+const COMMIT_WATCH_MS = 100;
+/** Endpoints one instance takes per claim. */
+const CLAIM_LIMIT = 500;
+/** Before reconnecting the LISTEN connection after it failed. */
+const LISTEN_RETRY_MS = 1000;
+
+export interface DispatcherOptions {
+  db: Kysely<Database>;
+  store: 'sqlite' | 'postgres';
+  /** SQLite in WAL mode: the commit watch; null otherwise. */
+  commitWatch: CommitWatch | null;
+  /** PostgreSQL: where the LISTEN connection goes. */
+  databaseUrl: string;
+  outbound: OutboundClient;
+  secretsKey: Buffer | null;
+  leaseSeconds: number;
+  timeoutMs: number;
+  disableAfterHours: number;
+  logger: {
+    info(details: object, message: string): void;
+    warn(details: object, message: string): void;
+    error(details: object, message: string): void;
+  };
+}
+
+export type AttemptOutcome = 'success' | 'http_error' | 'gone' | 'timeout' | 'network_error' | 'refused';
+
+function outcomeOf(result: PostResult): AttemptOutcome {
+  if (result.status !== null) {
+    if (result.status >= 200 && result.status < 300) return 'success';
+    return result.status === 410 ? 'gone' : 'http_error';
+  }
+  if (result.error?.startsWith('refused') === true) return 'refused';
+  return result.error?.startsWith('no answer') === true ? 'timeout' : 'network_error';
+}
+
+/** The delay before the retry that follows the `failures`-th failure, jittered. */
+export function retryDelayMs(failures: number, random: () => number = Math.random): number {
+  const base = RETRY_SCHEDULE_S[Math.min(failures, RETRY_SCHEDULE_S.length) - 1] ?? 5;
+  return Math.round(base * 1000 * (1 - JITTER + 2 * JITTER * random()));
+}
+
+class DeliveryMetrics {
+  readonly attempts = new Counter({
+    name: 'webhook_delivery_attempts_total',
+    registers: [],
+    help: 'Webhook delivery attempts made by this instance, by outcome',
+    labelNames: ['outcome'],
+  });
+  readonly latency = new Histogram({
+    name: 'webhook_delivery_latency_seconds',
+    registers: [],
+    help: 'From a change being committed to its event being accepted (2xx) by the receiver',
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600, 6 * 3600, 24 * 3600],
+  });
+  readonly lag: Gauge;
+  readonly oldest: Gauge;
+
+  constructor(workers: () => Iterable<EndpointWorker>) {
+    this.lag = new Gauge({
+      name: 'webhook_endpoint_lag_events',
+      registers: [],
+      help: "Changes in the feed after an endpoint's position (held by this instance)",
+      labelNames: ['endpoint'],
+      collect() {
+        this.reset();
+        for (const worker of workers()) this.set({ endpoint: worker.id }, worker.lag());
+      },
+    });
+    this.oldest = new Gauge({
+      name: 'webhook_endpoint_oldest_undelivered_seconds',
+      registers: [],
+      help: 'Age of the oldest change not yet delivered to an endpoint (held by this instance); 0 when caught up',
+      labelNames: ['endpoint'],
+      collect() {
+        this.reset();
+        for (const worker of workers()) this.set({ endpoint: worker.id }, worker.oldestUndeliveredSeconds());
+      },
+    });
+  }
+
+  all(): Metric[] {
+    return [this.attempts, this.latency, this.lag, this.oldest];
+  }
+}
+
+/** Resolves at `ms` from now, or as soon as `wake` is called, whichever comes first. */
+class Sleeper {
+  private wakeUp: (() => void) | null = null;
+  private pending = false;
+
+  sleep(ms: number | null): Promise<void> {
+    if (this.pending) {
+      this.pending = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const timer = ms === null ? null : setTimeout(() => done(), ms);
+      const done = () => {
+        if (timer !== null) clearTimeout(timer);
+        this.wakeUp = null;
+        resolve();
+      };
+      this.wakeUp = done;
+    });
+  }
+
+  /** Wakes a sleeper, or makes the next sleep return at once. */
+  wake(): void {
+    if (this.wakeUp === null) this.pending = true;
+    else this.wakeUp();
+  }
+}
+
+/** The delivery loop of one endpoint, while this instance holds its lease. */
+class EndpointWorker {
+  private stopped = false;
+  private readonly sleeper = new Sleeper();
+  private readonly abort = new AbortController();
+  /** Until when this instance's lease on the endpoint holds, as last renewed. */
+  leaseUntil: number;
+  private position = 0;
+  private head = 0;
+  /** When the first change after the position was made, while it waits; null when caught up. */
+  private waitingSince: number | null = null;
+  /** Whether the account's data may have changed since the last read. */
+  private poked = true;
+  readonly done: Promise<void>;
+
+  constructor(
+    readonly id: string,
+    readonly accountId: string,
+    leaseUntil: number,
+    private readonly dispatcher: WebhookDispatcher,
+  ) {
+    this.leaseUntil = leaseUntil;
+    this.done = this.loop().catch((error: unknown) => {
+      if (!isStoreUnavailable(error))
+        dispatcher.options.logger.error({ err: error, endpoint: id }, 'webhook delivery loop failed');
+      dispatcher.forget(this);
+    });
+  }
+
+  lag(): number {
+    return Math.max(0, this.head - this.position);
+  }
+
+  oldestUndeliveredSeconds(): number {
+    return this.waitingSince === null || this.lag() === 0 ? 0 : (Date.now() - this.waitingSince) / 1000;
+  }
+
+  wake(): void {
+    this.poked = true;
+    this.sleeper.wake();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.abort.abort();
+    this.sleeper.wake();
+  }
+
+  /** Whether a POST started now ends, timeout included, before the lease could run out. */
+  private leaseHolds(): boolean {
+    const { timeoutMs, leaseSeconds } = this.dispatcher.options;
+    return Date.now() + Math.min(timeoutMs, (leaseSeconds * 1000) / 2) < this.leaseUntil;
+  }
+
+  private async loop(): Promise<void> {
+    const { db } = this.dispatcher.options;
+    while (!this.stopped) {
+      const row = await webhookRepository.findLeased(db, this.id, this.dispatcher.instanceId);
+      if (row === undefined || row.state !== 'active') break;
+      this.position = row.position;
+      this.head = row.head;
+      // Without API access, nothing leaves; the position waits for the plan to come back.
+      if (row.api_access !== 1) {
+        await this.sleeper.sleep(null);
+        continue;
+      }
+      if (row.position < row.purged_seq) {
+        await this.disable(
+          row,
+          'its position is older than the changes feed keeps (CHANGES_RETENTION_DAYS): resend from latest to restart it',
+        );
+        break;
+      }
+      const retryAt = row.next_attempt_at === null ? 0 : Date.parse(row.next_attempt_at);
+      if (retryAt > Date.now()) {
+        await this.sleeper.sleep(retryAt - Date.now());
+        continue;
+      }
+      if (!this.poked && row.failing_since === null) {
+        await this.sleeper.sleep(null);
+        continue;
+      }
+      // A POST must not outlast the lease: wait for the next renewal.
+      if (!this.leaseHolds()) {
+        await this.sleeper.sleep((this.dispatcher.options.leaseSeconds * 1000) / 3);
+        continue;
+      }
+      this.poked = false;
+      const batch = await changeFeedService.after(db, row.account_id, row.position, BATCH);
+      this.head = batch.head;
+      if (batch.changes.length === 0) {
+        this.waitingSince = null;
+        continue;
+      }
+      this.waitingSince = Date.parse(batch.changes[0]?.changed_at ?? '') || Date.now();
+      // More may follow at once: read again after this batch.
+      if (batch.changes.length === BATCH || (batch.changes.at(-1)?.seq ?? 0) < batch.head) this.poked = true;
+      if (!(await this.deliver(row, batch.changes))) break;
+    }
+    this.dispatcher.forget(this);
+  }
+
+  /** Delivers `changes` in order until one fails; false when the loop must end (lease lost, disabled, stopped). */
+  private async deliver(
+    row: LeasedEndpointRow,
+    changes: Awaited<ReturnType<typeof changeFeedService.after>>['changes'],
+  ): Promise<boolean> {
+    const { db, outbound, secretsKey } = this.dispatcher.options;
+    const metrics = this.dispatcher.metrics;
+    const filter = JSON.parse(row.events) as string[];
+    const secrets = await signingSecrets(db, secretsKey, row, new Date());
+    const cursors = await changeCursors(db);
+    const attempts: Insertable<WebhookAttemptsTable>[] = [];
+    let position = row.position;
+    let lastStatus: number | null = null;
+    let lastAttemptAt: string | null = null;
+    let flushedAt = Date.now();
+    let recovered = false;
+
+    const flush = async (): Promise<boolean> => {
+      const written = await db.transaction().execute(async (trx) => {
+        const held = await webhookRepository.updateLeased(trx, row.id, this.dispatcher.instanceId, {
+          position,
+          ...(lastAttemptAt === null ? {} : { last_attempt_at: lastAttemptAt, last_status: lastStatus }),
+          ...(recovered ? { failing_since: null, failed_attempts: 0, next_attempt_at: null } : {}),
+          updated_at: new Date().toISOString(),
+        });
+        if (held) await webhookRepository.recordAttempts(trx, attempts);
+        return held;
+      });
+      attempts.length = 0;
+      flushedAt = Date.now();
+      return written;
+    };
+
+    for (const change of changes) {
+      if (this.stopped || !this.leaseHolds()) break;
+      const type = eventType(change, position);
+      if (!matchesFilter(filter, type)) {
+        position = change.seq;
+        continue;
+      }
+      const webhookId = changeWebhookId(row.id, change.seq);
+      const cursor = cursors.encode(row.account_id, {
+        position: change.seq,
+        bound: change.seq,
+        issuedAt: Math.floor(Date.now() / 1000),
+      });
+      const body = changeEventBody(type, change, cursor);
+      const at = new Date();
+      const headers = signedHeaders(webhookId, Math.floor(at.getTime() / 1000), body, secrets);
+      const result = await outbound.post(row.url, { ...headers }, body, this.abort.signal);
+      // Stopped mid-attempt: the answer, if any, is not trusted; the event is sent again later.
+      if (this.stopped) break;
+      const outcome = outcomeOf(result);
+      metrics.attempts.inc({ outcome });
+      attempts.push({
+        endpoint_id: row.id,
+        webhook_id: webhookId,
+        type,
+        seq: change.seq,
+        at: at.toISOString(),
+        status: result.status,
+        duration_ms: result.durationMs,
+        error: result.error,
+      });
+      lastStatus = result.status;
+      lastAttemptAt = at.toISOString();
+      if (outcome !== 'success') {
+        const held = await flush();
+        return held && (await this.fail(row, result, at, recovered));
+      }
+      metrics.latency.observe(Math.max(0, (Date.now() - Date.parse(change.changed_at)) / 1000));
+      position = change.seq;
+      this.position = position;
+      recovered = true;
+      if (Date.now() - flushedAt >= FLUSH_MS && !(await flush())) return false;
+    }
+    const held = await flush();
+    this.position = position;
+    return held && !this.stopped;
+  }
+
+  /**
+   * After a failed attempt: a 410 disables the endpoint at once, failing for longer than
+   * WEBHOOK_DISABLE_AFTER_HOURS too; otherwise the retry is scheduled. False when disabled.
+   */
+  private async fail(
+    row: LeasedEndpointRow,
+    result: PostResult,
+    at: Date,
+    recovered: boolean,
+  ): Promise<boolean> {
+    const { db, disableAfterHours } = this.dispatcher.options;
+    const failingSince = recovered || row.failing_since === null ? at.toISOString() : row.failing_since;
+    const failures = recovered ? 1 : row.failed_attempts + 1;
+    if (result.status === 410) {
+      await this.disable(row, `the receiver answered 410 Gone (${at.toISOString()})`);
+      return false;
+    }
+    if (at.getTime() - Date.parse(failingSince) >= disableAfterHours * 3_600_000) {
+      await this.disable(row, `failing since ${failingSince} (last: ${result.error ?? 'no answer'})`);
+      return false;
+    }
+    const next = new Date(at.getTime() + retryDelayMs(failures));
+    return webhookRepository.updateLeased(db, row.id, this.dispatcher.instanceId, {
+      failing_since: failingSince,
+      failed_attempts: failures,
+      next_attempt_at: next.toISOString(),
+      updated_at: new Date().toISOString(),
+    });
+  }
+
+  private async disable(row: LeasedEndpointRow, reason: string): Promise<void> {
+    const { db, logger } = this.dispatcher.options;
+    const stamp = new Date().toISOString();
+    await db.transaction().execute(async (trx) => {
+      const held = await webhookRepository.updateLeased(trx, row.id, this.dispatcher.instanceId, {
+        state: 'disabled',
+        disabled_reason: reason,
+        lease_owner: null,
+        lease_expires_at: null,
+        updated_at: stamp,
+      });
+      if (!held) return;
+      await auditRepository.insert(trx, {
+        account_id: row.account_id,
+        subject_type: 'webhook_endpoint',
+        subject_id: row.id,
+        actor: 'system',
+        action: 'disabled',
+        detail: reason,
+        created_at: stamp,
+      });
+    });
+    logger.warn({ endpoint: row.id, reason }, 'webhook endpoint disabled');
+  }
+}
+
+/** Runs the deliveries of the endpoints this instance holds; `server.ts` starts and stops it. */
+export class WebhookDispatcher {
+  readonly instanceId = randomUUID();
+  readonly metrics: DeliveryMetrics;
+  private readonly workers = new Map<string, EndpointWorker>();
+  private started = false;
+  private stopping = false;
+  private tickTimer: NodeJS.Timeout | null = null;
+  private watchTimer: NodeJS.Timeout | null = null;
+  private listener: pg.Client | null = null;
+  private ticking: Promise<void> | null = null;
+  private tickAgain = false;
+  private lastGeneration = -1;
+
+  constructor(readonly options: DispatcherOptions) {
+    this.metrics = new DeliveryMetrics(() => this.workers.values());
+  }
+
+  /** Starts claiming endpoints and delivering; returns once the first claim was made. */
+  async start(): Promise<void> {
+    if (this.started) return;
+    this.started = true;
+    const everyMs = Math.max(200, (this.options.leaseSeconds * 1000) / 3);
+    this.tickTimer = setInterval(() => this.requestTick(), everyMs);
+    if (this.options.store === 'postgres') await this.listen();
+    else if (this.options.commitWatch !== null) {
+      const watch = this.options.commitWatch;
+      this.watchTimer = setInterval(() => {
+        void watch.current().then((generation) => {
+          if (generation === this.lastGeneration) return;
+          this.lastGeneration = generation;
+          this.wakeAll();
+          this.requestTick();
+        });
+      }, COMMIT_WATCH_MS);
+    }
+    this.requestTick();
+    await this.ticking;
+  }
+
+  /** Stops every worker (an attempt in flight is abandoned, and sent again later) and gives up the leases. */
+  async stop(): Promise<void> {
+    if (!this.started || this.stopping) return;
+    this.stopping = true;
+    if (this.tickTimer !== null) clearInterval(this.tickTimer);
+    if (this.watchTimer !== null) clearInterval(this.watchTimer);
+    await this.ticking;
+    const workers = [...this.workers.values()];
+    for (const worker of workers) worker.stop();
+    await Promise.all(workers.map((worker) => worker.done));
+    await webhookRepository.release(this.options.db, this.instanceId).catch(() => {});
+    const listener = this.listener;
+    this.listener = null;
+    await listener?.end().catch(() => {});
+  }
+
+  /** Number of endpoints this instance delivers for. */
+  get held(): number {
+    return this.workers.size;
+  }
+
+  forget(worker: EndpointWorker): void {
+    if (this.workers.get(worker.id) === worker) this.workers.delete(worker.id);
+  }
+
+  private wakeAll(): void {
+    for (const worker of this.workers.values()) worker.wake();
+  }
+
+  /** A notification: `*` (endpoints changed: claim) or an account whose data changed. */
+  private heard(payload: string): void {
+    if (payload === '*') {
+      this.requestTick();
+      return;
+    }
+    for (const worker of this.workers.values()) if (worker.accountId === payload) worker.wake();
+  }
+
+  /** Runs a tick now, or once more after the one running. */
+  private requestTick(): void {
+    if (this.stopping) return;
+    if (this.ticking !== null) {
+      this.tickAgain = true;
+      return;
+    }
+    this.ticking = this.tick()
+      .catch((error: unknown) => {
+        if (!isStoreUnavailable(error))
+          this.options.logger.error({ err: error }, 'webhook lease renewal failed');
+      })
+      .finally(() => {
+        this.ticking = null;
+        if (this.tickAgain) {
+          this.tickAgain = false;
+          this.requestTick();
+        }
+      });
+  }
+
+  /** Renews the leases held, drops the workers of those lost, claims free endpoints and starts their workers. */
+  private async tick(): Promise<void> {
+    const { db, leaseSeconds, store, commitWatch } = this.options;
+    const now = Date.now();
+    const until = now + leaseSeconds * 1000;
+    const untilIso = new Date(until).toISOString();
+    const held = new Set(
+      this.workers.size === 0 ? [] : await webhookRepository.renewLeases(db, this.instanceId, untilIso),
+    );
+    for (const worker of [...this.workers.values()]) {
+      if (held.has(worker.id)) worker.leaseUntil = until;
+      else worker.stop();
+    }
+    if (this.stopping) return;
+    const nowIso = new Date(now).toISOString();
+    if (await webhookRepository.anyClaimable(db, nowIso)) {
+      const claimed = await webhookRepository.claim(db, this.instanceId, nowIso, untilIso, CLAIM_LIMIT);
+      for (const id of claimed) {
+        const row = await webhookRepository.findLeased(db, id, this.instanceId);
+        if (row === undefined || this.workers.has(id)) continue;
+        this.workers.set(id, new EndpointWorker(id, row.account_id, until, this));
+      }
+    }
+    // Without a signal of commits (an in-memory database), every tick is one.
+    if (store === 'sqlite' && commitWatch === null) this.wakeAll();
+  }
+
+  /** PostgreSQL: a connection of its own that LISTENs for the writers' NOTIFY, reconnected when lost. */
+  private async listen(): Promise<void> {
+    if (this.stopping) return;
+    const client = new pg.Client({ connectionString: this.options.databaseUrl, keepAlive: true });
+    const retry = () => {
+      if (this.listener !== client || this.stopping) return;
+      this.listener = null;
+      client.end().catch(() => {});
+      setTimeout(() => void this.listen(), LISTEN_RETRY_MS).unref();
+    };
+    client.on('error', retry);
+    client.on('end', retry);
+    client.on('notification', (message) => this.heard(message.payload ?? '*'));
+    this.listener = client;
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${WEBHOOK_CHANNEL}`);
+      // Anything committed while not listening is looked for now.
+      this.wakeAll();
+      this.requestTick();
+    } catch {
+      retry();
+    }
+  }
+}

@@ -1,0 +1,61 @@
+import { InputError } from '../errors.ts';
+
+/**
+ * Webhook event types and an endpoint's filter of them (DESIGN.md, "Webhooks"; docs/webhooks.md).
+ *
+ * - `<type>.created`: the record entered the public view after the receiver's position (it is new,
+ *   or it came back after a deletion): the receiver has not been told of it in this life.
+ * - `<type>.updated`: the record was in the public view at the receiver's position and changed.
+ * - `<type>.deleted`: the record left the public view (deleted, deactivated, vendor support).
+ * Compacted like the feed: a record changed several times before its event left is sent once, in
+ * its latest state, so a record created and then changed is one `created`.
+ */
+
+export const RECORD_EVENT_KINDS = ['incident', 'user', 'department', 'location'] as const;
+export type RecordEventKind = (typeof RECORD_EVENT_KINDS)[number];
+export const RECORD_EVENT_ACTIONS = ['created', 'updated', 'deleted'] as const;
+export type RecordEventAction = (typeof RECORD_EVENT_ACTIONS)[number];
+
+export const TEST_EVENT_TYPE = 'webhook.test';
+
+export const EVENT_TYPES: readonly string[] = [
+  ...RECORD_EVENT_KINDS.flatMap((kind) => RECORD_EVENT_ACTIONS.map((action) => `${kind}.${action}`)),
+  TEST_EVENT_TYPE,
+];
+
+/** Every pattern a filter may hold: an event type, `<kind>.*`, or `*`. */
+const PATTERNS = new Set([
+  ...EVENT_TYPES,
+  ...RECORD_EVENT_KINDS.map((kind) => `${kind}.*`),
+  'webhook.*',
+  '*',
+]);
+
+/** The default filter: every event. */
+export const ALL_EVENTS = ['*'];
+
+/**
+ * `--events` or the panel's field: comma-separated types and wildcards, whitespace ignored, each
+ * once. Empty means every event.
+ */
+export function parseEventFilter(raw: string | readonly string[] | undefined): string[] {
+  const items = (typeof raw === 'string' ? raw.split(',') : (raw ?? []))
+    .map((item) => item.trim())
+    .filter((item) => item !== '');
+  if (items.length === 0) return [...ALL_EVENTS];
+  const unknown = items.filter((item) => !PATTERNS.has(item));
+  if (unknown.length > 0) {
+    throw new InputError(
+      `unknown event type ${unknown.map((item) => `"${item}"`).join(', ')}: use types such as incident.created, ` +
+        'wildcards such as incident.* or *, separated by commas',
+    );
+  }
+  return [...new Set(items)];
+}
+
+/** Whether `type` passes the filter. A test event is always sent: it is asked for. */
+export function matchesFilter(filter: readonly string[], type: string): boolean {
+  if (type === TEST_EVENT_TYPE) return true;
+  const kind = type.slice(0, type.indexOf('.'));
+  return filter.some((pattern) => pattern === '*' || pattern === type || pattern === `${kind}.*`);
+}

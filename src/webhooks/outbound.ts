@@ -1,0 +1,269 @@
+import { type LookupAddress, promises as dns } from 'node:dns';
+import { isIP, type LookupFunction } from 'node:net';
+import ipaddr from 'ipaddr.js';
+import { Agent, buildConnector, request } from 'undici';
+import { InputError } from '../errors.ts';
+
+/**
+ * The one way this service makes outbound HTTP requests: webhook deliveries. A receiver's URL is
+ * chosen by a tenant, so every connection is checked on the address it actually dials: the
+ * resolver's answers are checked before the socket connects (and every one of them, so a host that
+ * answers with a public and a private address is refused), an address written in the URL is checked
+ * before dialling, and the connected socket's peer is checked again before a byte is sent. A DNS
+ * answer that changes after the endpoint was created (rebinding) is therefore caught at delivery.
+ *
+ * Only public unicast addresses pass (ipaddr.js's `unicast` range): loopback, RFC 1918, unique-local,
+ * link-local (cloud metadata at 169.254.169.254), CGNAT, multicast, unspecified, broadcast, the
+ * reserved ranges and the IPv6 forms that embed an IPv4 address (mapped, 6to4, Teredo, NAT64) are
+ * refused. WEBHOOKS_ALLOW_PRIVATE lifts all of this, and allows http://, for tests and development.
+ */
+
+/** Resolves a host name to every address it has (`dns.lookup` with `all`, by default). */
+export type Resolver = (hostname: string) => Promise<LookupAddress[]>;
+
+const systemResolver: Resolver = (hostname) => dns.lookup(hostname, { all: true, verbatim: true });
+
+/** A connection the guard refused: it was never made. */
+export class RefusedDestinationError extends Error {
+  override name = 'RefusedDestinationError';
+}
+
+const RANGE_NAMES: Record<string, string> = {
+  loopback: 'loopback',
+  private: 'RFC 1918 private',
+  uniqueLocal: 'unique-local',
+  linkLocal: 'link-local',
+  carrierGradeNat: 'carrier-grade NAT',
+  multicast: 'multicast',
+  unspecified: 'unspecified',
+  broadcast: 'broadcast',
+  reserved: 'reserved',
+  ipv4Mapped: 'IPv4-mapped',
+  rfc6145: 'IPv4-translated',
+  rfc6052: 'NAT64',
+  '6to4': '6to4',
+  teredo: 'Teredo',
+  benchmarking: 'benchmarking',
+  amt: 'AMT',
+  as112: 'AS112',
+  deprecated: 'deprecated',
+  orchid2: 'ORCHIDv2',
+  droneRemoteIdProtocolEntityTags: 'reserved',
+};
+
+/** Why `address` may not be dialled (`10.0.0.1 (private (RFC 1918))`), or null for a public unicast address. */
+export function addressProblem(address: string): string | null {
+  let range: string;
+  try {
+    // `process` turns an IPv4-mapped IPv6 address into the IPv4 address it carries.
+    range = ipaddr.process(address).range();
+  } catch {
+    return `"${address}" (not an IP address)`;
+  }
+  return range === 'unicast' ? null : `${address} (${RANGE_NAMES[range] ?? range})`;
+}
+
+const unbracketed = (host: string) => (host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host);
+
+/** Every address of `host` (an address itself, or a name), refused as a whole if any is not public. */
+async function checkedAddresses(host: string, resolve: Resolver): Promise<LookupAddress[]> {
+  const literal = isIP(host);
+  const addresses = literal === 0 ? await resolve(host) : [{ address: host, family: literal }];
+  if (addresses.length === 0) throw new RefusedDestinationError(`"${host}" has no address`);
+  for (const { address } of addresses) {
+    const problem = addressProblem(address);
+    if (problem !== null)
+      throw new RefusedDestinationError(
+        literal === 0
+          ? `"${host}" resolves to ${problem}, not a public address`
+          : `${problem} is not a public address`,
+      );
+  }
+  return addresses;
+}
+
+export interface OutboundOptions {
+  /** WEBHOOKS_ALLOW_PRIVATE: http:// and private addresses allowed. */
+  allowPrivate: boolean;
+  /** WEBHOOK_TIMEOUT_MS: the whole attempt, from connecting to the end of the answer read. */
+  timeoutMs: number;
+  /** Tests stand in for DNS here. */
+  resolve?: Resolver;
+}
+
+/** What one POST came to. `status` null: no HTTP answer (refused, timed out, network error). */
+export interface PostResult {
+  status: number | null;
+  error: string | null;
+  durationMs: number;
+}
+
+/** How much of an answer is read: receivers are not ours, and their bodies mean nothing here. */
+export const MAX_ANSWER_BYTES = 64 * 1024;
+/** How much of a failed answer is kept in the delivery log. */
+const ANSWER_EXCERPT_CHARS = 200;
+const USER_AGENT = 'SafetyIncidentAPI-Webhooks/1.0';
+const MAX_URL_LENGTH = 2048;
+
+export class OutboundClient {
+  private readonly agent: Agent;
+  private readonly resolve: Resolver;
+
+  constructor(private readonly options: OutboundOptions) {
+    this.resolve = options.resolve ?? systemResolver;
+    this.agent = new Agent({
+      connect: options.allowPrivate ? { timeout: options.timeoutMs } : this.guardedConnector(),
+      keepAliveTimeout: 4_000,
+      connections: 4,
+    });
+  }
+
+  /**
+   * The URL as it will be stored, or an InputError saying in one line why it cannot receive
+   * webhooks: not an absolute http(s) URL, plain http, credentials in it, or a host that does not
+   * resolve to public addresses only.
+   */
+  async checkUrl(raw: string): Promise<string> {
+    let url: URL;
+    try {
+      url = new URL(raw.trim());
+    } catch {
+      throw new InputError(`url must be an absolute https:// URL (got "${raw}")`);
+    }
+    if (raw.length > MAX_URL_LENGTH) throw new InputError(`url must be at most ${MAX_URL_LENGTH} characters`);
+    const schemes = this.options.allowPrivate ? ['https:', 'http:'] : ['https:'];
+    if (!schemes.includes(url.protocol)) {
+      throw new InputError(
+        this.options.allowPrivate
+          ? `url must start with https:// or http:// (got "${raw}")`
+          : `url must start with https:// (got "${raw}"); http:// is allowed only with WEBHOOKS_ALLOW_PRIVATE=true`,
+      );
+    }
+    if (url.username !== '' || url.password !== '')
+      throw new InputError(
+        'url must not carry credentials (user:password@): sign requests with the secret instead',
+      );
+    if (!this.options.allowPrivate) {
+      try {
+        await checkedAddresses(unbracketed(url.hostname), this.resolve);
+      } catch (error) {
+        if (error instanceof RefusedDestinationError)
+          throw new InputError(`url refused: ${error.message}; webhooks go to public addresses only`);
+        throw new InputError(`url refused: its host "${url.hostname}" does not resolve`);
+      }
+    }
+    return url.toString();
+  }
+
+  /**
+   * POSTs `body` with `headers`; never throws. Redirects are not followed: a 3xx is a failure.
+   * `signal` ends the attempt early (the server shutting down).
+   */
+  async post(
+    url: string,
+    headers: Record<string, string>,
+    body: string,
+    signal?: AbortSignal,
+  ): Promise<PostResult> {
+    const started = performance.now();
+    const elapsed = () => Math.round(performance.now() - started);
+    try {
+      const answer = await request(url, {
+        method: 'POST',
+        dispatcher: this.agent,
+        headers: { ...headers, 'content-type': 'application/json', 'user-agent': USER_AGENT },
+        body,
+        signal:
+          signal === undefined
+            ? AbortSignal.timeout(this.options.timeoutMs)
+            : AbortSignal.any([signal, AbortSignal.timeout(this.options.timeoutMs)]),
+        headersTimeout: this.options.timeoutMs,
+        bodyTimeout: this.options.timeoutMs,
+      });
+      const excerpt = await readAnswer(answer.body, answer.statusCode >= 300);
+      const ok = answer.statusCode >= 200 && answer.statusCode < 300;
+      return {
+        status: answer.statusCode,
+        error: ok ? null : `HTTP ${answer.statusCode}${excerpt === '' ? '' : `: ${excerpt}`}`,
+        durationMs: elapsed(),
+      };
+    } catch (error) {
+      return { status: null, error: describeFailure(error, this.options.timeoutMs), durationMs: elapsed() };
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.agent.close();
+  }
+
+  private guardedConnector(): buildConnector.connector {
+    const lookup: LookupFunction = (hostname, options, callback) => {
+      checkedAddresses(hostname, this.resolve).then(
+        (addresses) => {
+          if (options.all === true) callback(null, addresses);
+          else callback(null, addresses[0]?.address ?? '', addresses[0]?.family ?? 4);
+        },
+        (error: Error) => callback(error, ''),
+      );
+    };
+    const connect = buildConnector({ timeout: this.options.timeoutMs, lookup });
+    return (options, callback) => {
+      const host = unbracketed(options.hostname);
+      // An address in the URL is dialled without a lookup: check it before.
+      const literalProblem = isIP(host) === 0 ? null : addressProblem(host);
+      if (literalProblem !== null) {
+        callback(new RefusedDestinationError(`${literalProblem} is not a public address`), null);
+        return;
+      }
+      connect(options, (error, socket) => {
+        if (error !== null) {
+          callback(error, null);
+          return;
+        }
+        // The peer the socket really reached, whatever resolved it.
+        const peer = socket.remoteAddress;
+        const problem = peer === undefined ? 'an unknown peer' : addressProblem(peer);
+        if (problem !== null) {
+          socket.destroy();
+          callback(new RefusedDestinationError(`connected to ${problem}, not a public address`), null);
+          return;
+        }
+        callback(null, socket);
+      });
+    };
+  }
+}
+
+/** Reads at most MAX_ANSWER_BYTES of an answer; returns an excerpt of it when `keep`. */
+async function readAnswer(body: AsyncIterable<Buffer> & { destroy(): void }, keep: boolean): Promise<string> {
+  let read = 0;
+  let excerpt = '';
+  for await (const chunk of body) {
+    read += chunk.length;
+    if (keep && excerpt.length < ANSWER_EXCERPT_CHARS) excerpt += chunk.toString('utf8');
+    if (read >= MAX_ANSWER_BYTES) {
+      body.destroy();
+      break;
+    }
+  }
+  // One line, printable, short: it is shown in the panel and the CLI.
+  return excerpt
+    .replace(/[^\x20-\x7e]+/g, ' ')
+    .trim()
+    .slice(0, ANSWER_EXCERPT_CHARS);
+}
+
+function describeFailure(error: unknown, timeoutMs: number): string {
+  const cause = error instanceof Error && error.cause instanceof Error ? error.cause : error;
+  if (cause instanceof RefusedDestinationError || error instanceof RefusedDestinationError) {
+    return `refused, not connected: ${(cause as Error).message}`;
+  }
+  if (error instanceof Error) {
+    if (error.name === 'TimeoutError' || error.name === 'AbortError' || /timeout/i.test(error.name))
+      return `no answer within ${timeoutMs} ms`;
+    const code = (cause as NodeJS.ErrnoException)?.code ?? (error as NodeJS.ErrnoException).code;
+    const message = (cause as Error)?.message ?? error.message;
+    return code === undefined ? message : `${code}: ${message}`;
+  }
+  return String(error);
+}

@@ -1,0 +1,60 @@
+import { createHash, createHmac, randomBytes } from 'node:crypto';
+
+/**
+ * Standard Webhooks signatures (https://www.standardwebhooks.com, DESIGN.md "Webhooks"): a secret
+ * is `whsec_` + base64 of 32 random bytes; a signature is `v1,` + base64 of HMAC-SHA256 over
+ * `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the secret's decoded bytes. During a rotation's
+ * overlap the header holds one signature per secret, space-separated, so that a receiver holding
+ * either secret verifies the message.
+ */
+
+const SECRET_PREFIX = 'whsec_';
+const SECRET_BYTES = 32;
+
+export function generateSecret(): string {
+  return `${SECRET_PREFIX}${randomBytes(SECRET_BYTES).toString('base64')}`;
+}
+
+function secretKey(secret: string): Buffer {
+  return Buffer.from(
+    secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret,
+    'base64',
+  );
+}
+
+export interface SignedHeaders {
+  'webhook-id': string;
+  'webhook-timestamp': string;
+  'webhook-signature': string;
+}
+
+/** The three Standard Webhooks headers of one attempt, signed with every secret in `secrets`. */
+export function signedHeaders(
+  webhookId: string,
+  timestampSeconds: number,
+  body: string,
+  secrets: readonly string[],
+): SignedHeaders {
+  const signed = `${webhookId}.${timestampSeconds}.${body}`;
+  const signatures = secrets.map(
+    (secret) => `v1,${createHmac('sha256', secretKey(secret)).update(signed).digest('base64')}`,
+  );
+  return {
+    'webhook-id': webhookId,
+    'webhook-timestamp': String(timestampSeconds),
+    'webhook-signature': signatures.join(' '),
+  };
+}
+
+/**
+ * The `webhook-id` of a change's event to one endpoint: the same on every attempt and resend of
+ * that change, different for every other event, and revealing nothing.
+ */
+export function changeWebhookId(endpointId: string, seq: number): string {
+  return `msg_${createHash('sha256').update(`${endpointId}:${seq}`).digest('base64url').slice(0, 27)}`;
+}
+
+/** The `webhook-id` of a test event: new every time. */
+export function testWebhookId(): string {
+  return `msg_test_${randomBytes(16).toString('base64url')}`;
+}
