@@ -252,6 +252,16 @@ class EndpointWorker {
       this.head = batch.head;
       if (batch.changes.length === 0) {
         this.waitingSince = null;
+        // Seqs with no change left (a change to the account itself, records that changed again):
+        // nothing to send up to the head, so the position moves there and the lag reads 0.
+        if (batch.head > row.position) {
+          const held = await webhookRepository.updateLeased(db, row.id, this.dispatcher.instanceId, {
+            position: batch.head,
+            updated_at: new Date().toISOString(),
+          });
+          if (!held) break;
+          this.position = batch.head;
+        }
         continue;
       }
       this.waitingSince = Date.parse(batch.changes[0]?.changed_at ?? '') || Date.now();
@@ -437,6 +447,7 @@ export class WebhookDispatcher {
     }
     this.requestTick();
     await this.ticking;
+    this.options.logger.info({ instance: this.instanceId }, 'webhook deliveries started');
   }
 
   /** Stops every worker (an attempt in flight is abandoned, and sent again later) and gives up the leases. */

@@ -1,0 +1,539 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
+import { Webhook } from 'standardwebhooks';
+import { auditRepository } from '../../src/db/repositories/audit-events.ts';
+import { importFile } from '../../src/import/import.ts';
+import { webhookService } from '../../src/services/webhook-service.ts';
+import { bearer, createTestContext, STORES, seedAccount, seedKey, type TestContext } from '../helpers.ts';
+import { type Received, Receiver } from './receiver.ts';
+
+/**
+ * Webhook deliveries in one server instance, on each store, to real HTTP receivers: changes made by
+ * imports (the path the CLI takes) arrive complete, in feed order, signed, and typed created,
+ * updated or deleted; failures hold the endpoint and are retried with the same webhook-id.
+ */
+
+const ENV = {
+  WEBHOOKS_ALLOW_PRIVATE: 'true',
+  WEBHOOK_TIMEOUT_MS: '2000',
+  WEBHOOK_LEASE_SECONDS: '3',
+};
+
+let files: string;
+before(() => {
+  files = mkdtempSync(join(tmpdir(), 'safety-webhooks-'));
+});
+after(() => rmSync(files, { recursive: true, force: true }));
+
+function incident(accountId: string, id: string, i: number, fields: Record<string, unknown> = {}) {
+  return {
+    type: 'incident',
+    id,
+    account_id: accountId,
+    incident_number: `INC-2025-${i}`,
+    status: 'open',
+    created_at: new Date(Date.UTC(2025, 0, 1) + i * 1000).toISOString(),
+    updated_at: new Date(Date.UTC(2025, 0, 1) + i * 1000).toISOString(),
+    ...fields,
+  };
+}
+
+async function importRecords(ctx: TestContext, records: object[]): Promise<void> {
+  const path = join(files, `${randomUUID()}.ndjson`);
+  writeFileSync(path, records.map((record) => JSON.stringify(record)).join('\n'));
+  await importFile(ctx.db, path, { retentionDays: ctx.config.changesRetentionDays });
+}
+
+function verify(secret: string, received: Received): unknown {
+  const headers = {
+    'webhook-id': String(received.headers['webhook-id']),
+    'webhook-timestamp': String(received.headers['webhook-timestamp']),
+    'webhook-signature': String(received.headers['webhook-signature']),
+  };
+  return new Webhook(secret).verify(received.body, headers);
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function until(
+  condition: () => Promise<boolean> | boolean,
+  timeoutMs: number,
+  what: string,
+): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+for (const store of STORES) {
+  describe(`webhook delivery (${store})`, () => {
+    let ctx: TestContext;
+    let receiver: Receiver;
+    let accountId: string;
+
+    before(async () => {
+      ctx = await createTestContext(store, ENV);
+      await ctx.services.webhooks.start();
+    });
+    after(async () => {
+      await ctx.close();
+    });
+    beforeEach(async () => {
+      receiver = await Receiver.start();
+      accountId = await seedAccount(ctx.db);
+    });
+    afterEach(() => receiver.close());
+
+    const create = async (events?: string) =>
+      webhookService.create(ctx.services.webhookDeps, {
+        accountId,
+        url: receiver.url(),
+        events,
+        actor: 'test',
+      });
+
+    test('1,000 changes arrive complete, in feed order, each once, signed (verified by standardwebhooks), typed created', async () => {
+      const { endpoint, secret } = await create();
+      const ids = Array.from({ length: 1000 }, () => randomUUID());
+      await importRecords(
+        ctx,
+        ids.map((id, i) => incident(accountId, id, i + 1)),
+      );
+      await receiver.waitFor(1000, 30_000);
+      await sleep(200);
+      assert.equal(receiver.received.length, 1000, 'nothing twice');
+      const seqs = receiver.received.map((r) => r.json.data.seq ?? 0);
+      assert.deepEqual(
+        seqs,
+        [...seqs].sort((a, b) => a - b),
+        'in feed order',
+      );
+      assert.equal(new Set(seqs).size, 1000);
+      assert.deepEqual(new Set(receiver.received.map((r) => r.json.data.id)), new Set(ids));
+      for (const received of receiver.received) {
+        assert.deepEqual(verify(secret, received), received.json);
+        assert.equal(received.json.type, 'incident.created');
+        assert.equal(received.headers['content-type'], 'application/json');
+        assert.match(String(received.headers['webhook-id']), /^msg_/);
+      }
+      // The object is the list endpoints' rendering; the cursor continues /changes after this event.
+      const last = receiver.received.at(-1) as Received;
+      const listed = await ctx.app.inject({
+        url: `/api/v1/public/incidents/${last.json.data.id}`,
+        headers: bearer((await seedKey(ctx.db, accountId)).rawKey),
+      });
+      assert.deepEqual(last.json.data.object, listed.json().data);
+      const shown = await webhookService.show(ctx.db, endpoint.id);
+      assert.equal(shown.lag, 0);
+      assert.equal(shown.last_status, 204);
+      assert.equal(shown.position, last.json.data.seq);
+    });
+
+    test('created, updated and deleted: an update is updated, a deletion deleted with a null object, a record back in view created', async () => {
+      await create();
+      const [a, b] = [randomUUID(), randomUUID()];
+      const department = randomUUID();
+      await importRecords(ctx, [
+        incident(accountId, a, 1),
+        incident(accountId, b, 2),
+        {
+          type: 'department',
+          id: department,
+          account_id: accountId,
+          name: 'Safety',
+          active: true,
+          created_at: '2025-01-01T00:00:00.000Z',
+        },
+      ]);
+      await receiver.waitFor(3);
+      await importRecords(ctx, [incident(accountId, a, 1, { status: 'closed' })]);
+      await receiver.waitFor(4);
+      await importRecords(ctx, [
+        { type: 'incident', id: b, account_id: accountId, deleted: true },
+        { type: 'department', id: department, account_id: accountId, deleted: true },
+      ]);
+      await receiver.waitFor(6);
+      await importRecords(ctx, [
+        {
+          type: 'department',
+          id: department,
+          account_id: accountId,
+          name: 'Safety',
+          active: true,
+          created_at: '2025-01-01T00:00:00.000Z',
+        },
+      ]);
+      await receiver.waitFor(7);
+      const events = receiver.received.map((r) => [r.json.type, r.json.data.id]);
+      assert.deepEqual(events, [
+        ['incident.created', a],
+        ['incident.created', b],
+        ['department.created', department],
+        ['incident.updated', a],
+        ['incident.deleted', b],
+        ['department.deleted', department],
+        ['department.created', department],
+      ]);
+      assert.equal(receiver.received[4]?.json.data.object, null);
+      assert.deepEqual(receiver.received[3]?.json.data.object, {
+        ...(receiver.received[3]?.json.data.object as object),
+        status: 'closed',
+      });
+    });
+
+    test('compacted: a record created and changed before its event left is sent once, created, in its latest state', async () => {
+      const target = receiver;
+      // The receiver holds the first event until both imports are in.
+      let release: () => void = () => {};
+      const held = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      target.answer = (_r, response) => {
+        void held.then(() => {
+          response.statusCode = 204;
+          response.end();
+        });
+      };
+      await create();
+      const [first, second] = [randomUUID(), randomUUID()];
+      await importRecords(ctx, [incident(accountId, first, 1)]);
+      await target.waitFor(1);
+      await importRecords(ctx, [incident(accountId, second, 2)]);
+      await importRecords(ctx, [incident(accountId, second, 2, { status: 'investigating' })]);
+      release();
+      await target.waitFor(2);
+      await sleep(300);
+      assert.deepEqual(
+        target.received.map((r) => [
+          r.json.type,
+          r.json.data.id,
+          (r.json.data.object as { status: string }).status,
+        ]),
+        [
+          ['incident.created', first, 'open'],
+          ['incident.created', second, 'investigating'],
+        ],
+      );
+    });
+
+    test('a 500 then a 200: retried after about 5 s with the same webhook-id, and later events waited (no gap, in order)', async () => {
+      let answers = [500];
+      receiver.answer = (_r, response) => {
+        response.statusCode = answers.shift() ?? 200;
+        response.end();
+      };
+      const { endpoint } = await create();
+      const ids = [randomUUID(), randomUUID(), randomUUID()];
+      await importRecords(
+        ctx,
+        ids.map((id, i) => incident(accountId, id, i + 1)),
+      );
+      await until(
+        async () => (await webhookService.show(ctx.db, endpoint.id)).last_status !== null,
+        5000,
+        'the attempt',
+      );
+      const failing = await webhookService.show(ctx.db, endpoint.id);
+      assert.equal(failing.last_status, 500);
+      assert.notEqual(failing.failing_since, null);
+      const wait = Date.parse(failing.next_attempt_at ?? '') - Date.parse(failing.last_attempt_at ?? '');
+      assert.ok(wait >= 4000 && wait <= 6000, `first retry after ${wait} ms`);
+      assert.equal(receiver.received.length, 1, 'later events wait');
+      await receiver.waitFor(4, 10_000);
+      await until(async () => (await webhookService.show(ctx.db, endpoint.id)).lag === 0, 5000, 'caught up');
+      const [failed, retried, ...rest] = receiver.received;
+      assert.equal(retried?.headers['webhook-id'], failed?.headers['webhook-id']);
+      assert.equal(retried?.json.data.id, ids[0]);
+      assert.deepEqual(
+        rest.map((r) => r.json.data.id),
+        ids.slice(1),
+      );
+      const recovered = await webhookService.show(ctx.db, endpoint.id);
+      assert.equal(recovered.failing_since, null);
+      assert.deepEqual(
+        recovered.attempts.slice(0, 4).map((a) => a.status),
+        [200, 200, 200, 500],
+      );
+      answers = [];
+    });
+
+    test('a receiver slower than the timeout: the attempt fails as a timeout and waits for its retry', async () => {
+      receiver.answer = (_r, response) => {
+        setTimeout(() => response.end(), 4000).unref();
+      };
+      const { endpoint } = await create();
+      await importRecords(ctx, [incident(accountId, randomUUID(), 1)]);
+      await until(
+        async () => (await webhookService.show(ctx.db, endpoint.id)).attempts.length > 0,
+        5000,
+        'an attempt',
+      );
+      const [attempt] = (await webhookService.show(ctx.db, endpoint.id)).attempts;
+      assert.equal(attempt?.status, null);
+      assert.equal(attempt?.error, 'no answer within 2000 ms');
+      const shown = await webhookService.show(ctx.db, endpoint.id);
+      assert.equal(shown.position, endpoint.position, 'the position waits for a 2xx');
+      assert.equal(shown.lag, 1);
+      assert.notEqual(shown.next_attempt_at, null);
+    });
+
+    test('410 Gone disables the endpoint at once, with the reason and an audit event; nothing more is sent', async () => {
+      receiver.answer = (_r, response) => {
+        response.statusCode = 410;
+        response.end();
+      };
+      const { endpoint } = await create();
+      await importRecords(ctx, [incident(accountId, randomUUID(), 1), incident(accountId, randomUUID(), 2)]);
+      await until(
+        async () => (await webhookService.show(ctx.db, endpoint.id)).state === 'disabled',
+        5000,
+        'disabled',
+      );
+      const shown = await webhookService.show(ctx.db, endpoint.id);
+      assert.match(shown.disabled_reason ?? '', /^the receiver answered 410 Gone/);
+      const audit = await auditRepository.list(ctx.db, accountId, 10, {
+        type: 'webhook_endpoint',
+        id: endpoint.id,
+      });
+      assert.deepEqual(
+        audit.map((e) => [e.actor, e.action]),
+        [
+          ['system', 'disabled'],
+          ['test', 'created'],
+        ],
+      );
+      await sleep(500);
+      assert.equal(receiver.received.length, 1);
+    });
+
+    test('a redirect is not followed: a failed attempt, the target never asked', async () => {
+      const target = await Receiver.start();
+      receiver.answer = (_r, response) => {
+        response.writeHead(307, { location: target.url() });
+        response.end();
+      };
+      const { endpoint } = await create();
+      await importRecords(ctx, [incident(accountId, randomUUID(), 1)]);
+      await until(
+        async () => (await webhookService.show(ctx.db, endpoint.id)).attempts.length > 0,
+        5000,
+        'an attempt',
+      );
+      const [attempt] = (await webhookService.show(ctx.db, endpoint.id)).attempts;
+      assert.equal(attempt?.status, 307);
+      assert.equal(target.connections, 0);
+      await target.close();
+    });
+
+    test('rotation: both signatures verify during the overlap, only the new one after it', async () => {
+      const { endpoint, secret: old } = await create();
+      const { secret: next } = await webhookService.rotateSecret(
+        ctx.services.webhookDeps,
+        endpoint.id,
+        'test',
+        {
+          overlapHours: 2 / 3600,
+        },
+      );
+      await importRecords(ctx, [incident(accountId, randomUUID(), 1)]);
+      await receiver.waitFor(1);
+      const during = receiver.received[0] as Received;
+      assert.equal(String(during.headers['webhook-signature']).split(' ').length, 2);
+      assert.ok(verify(old, during));
+      assert.ok(verify(next, during));
+      await sleep(2100);
+      await importRecords(ctx, [incident(accountId, randomUUID(), 2)]);
+      await receiver.waitFor(2);
+      const afterOverlap = receiver.received[1] as Received;
+      assert.equal(String(afterOverlap.headers['webhook-signature']).split(' ').length, 1);
+      assert.ok(verify(next, afterOverlap));
+      assert.throws(() => verify(old, afterOverlap));
+    });
+
+    test("account A's endpoint never sees account B's changes", async () => {
+      await create();
+      const other = await seedAccount(ctx.db);
+      const otherReceiver = await Receiver.start();
+      await webhookService.create(ctx.services.webhookDeps, {
+        accountId: other,
+        url: otherReceiver.url(),
+        actor: 'test',
+      });
+      const mine = randomUUID();
+      const theirs = Array.from({ length: 20 }, () => randomUUID());
+      await importRecords(
+        ctx,
+        theirs.map((id, i) => incident(other, id, i + 1)),
+      );
+      await importRecords(ctx, [incident(accountId, mine, 1)]);
+      await receiver.waitFor(1);
+      await otherReceiver.waitFor(20);
+      await sleep(300);
+      assert.deepEqual(
+        receiver.received.map((r) => r.json.data.id),
+        [mine],
+      );
+      assert.deepEqual(new Set(otherReceiver.received.map((r) => r.json.data.id)), new Set(theirs));
+      await otherReceiver.close();
+    });
+
+    test('the event filter: only the types asked for are sent, and the position moves past the others', async () => {
+      const { endpoint } = await create('incident.updated, department.*');
+      const id = randomUUID();
+      await importRecords(ctx, [incident(accountId, id, 1)]);
+      await importRecords(ctx, [incident(accountId, id, 1, { status: 'closed' })]);
+      await receiver.waitFor(1);
+      await sleep(300);
+      assert.deepEqual(
+        receiver.received.map((r) => r.json.type),
+        ['incident.updated'],
+      );
+      assert.equal((await webhookService.show(ctx.db, endpoint.id)).lag, 0);
+    });
+
+    test('without api_access nothing is delivered; once it is back, the waiting changes are', async () => {
+      await create();
+      await importRecords(ctx, [
+        { type: 'account', id: accountId, name: 'Paused', api_access: false, rate_limit_per_hour: 1000 },
+      ]);
+      const id = randomUUID();
+      await importRecords(ctx, [incident(accountId, id, 1)]);
+      await sleep(800);
+      assert.equal(receiver.received.length, 0);
+      await assert.rejects(
+        webhookService.create(ctx.services.webhookDeps, { accountId, url: receiver.url(), actor: 'test' }),
+        /does not include API access/,
+      );
+      await importRecords(ctx, [
+        { type: 'account', id: accountId, name: 'Paused', api_access: true, rate_limit_per_hour: 1000 },
+      ]);
+      await receiver.waitFor(1);
+      assert.equal(receiver.received[0]?.json.data.id, id);
+    });
+
+    test('a test event is sent at once, signed, typed webhook.test, and logged', async () => {
+      const { endpoint, secret } = await create();
+      const result = await webhookService.sendTest(ctx.services.webhookDeps, endpoint.id);
+      assert.equal(result.status, 204);
+      const [received] = receiver.received;
+      assert.ok(received !== undefined);
+      assert.deepEqual(verify(secret, received), received.json);
+      assert.equal(received.json.type, 'webhook.test');
+      assert.equal(received.json.data.id, endpoint.id);
+      assert.equal(received.headers['webhook-id'], result.webhook_id);
+      const [attempt] = (await webhookService.show(ctx.db, endpoint.id)).attempts;
+      assert.deepEqual(
+        [attempt?.type, attempt?.status, attempt?.webhook_id],
+        ['webhook.test', 204, result.webhook_id],
+      );
+    });
+
+    test('resend from a cursor sends the changes after it again, with the same webhook-ids', async () => {
+      const { endpoint } = await create();
+      const ids = [randomUUID(), randomUUID(), randomUUID()];
+      await importRecords(
+        ctx,
+        ids.map((id, i) => incident(accountId, id, i + 1)),
+      );
+      await receiver.waitFor(3);
+      const cursor = receiver.received[0]?.json.data.cursor as string;
+      await webhookService.resend(ctx.db, endpoint.id, cursor, 'test');
+      await receiver.waitFor(5);
+      await sleep(300);
+      assert.equal(receiver.received.length, 5);
+      assert.deepEqual(
+        receiver.received.slice(3).map((r) => r.headers['webhook-id']),
+        receiver.received.slice(1, 3).map((r) => r.headers['webhook-id']),
+      );
+    });
+
+    test('failing longer than WEBHOOK_DISABLE_AFTER_HOURS disables the endpoint with the reason', async () => {
+      const short = await createTestContext(store, {
+        ...ENV,
+        WEBHOOK_DISABLE_AFTER_HOURS: (2 / 3600).toFixed(6),
+      });
+      try {
+        await short.services.webhooks.start();
+        const account = await seedAccount(short.db);
+        receiver.answer = (_r, response) => {
+          response.statusCode = 503;
+          response.end('down for maintenance');
+        };
+        const { endpoint } = await webhookService.create(short.services.webhookDeps, {
+          accountId: account,
+          url: receiver.url(),
+          actor: 'test',
+        });
+        await importRecords(short, [incident(account, randomUUID(), 1)]);
+        await until(
+          async () => (await webhookService.show(short.db, endpoint.id)).state === 'disabled',
+          12_000,
+          'disabled',
+        );
+        const shown = await webhookService.show(short.db, endpoint.id);
+        assert.match(
+          shown.disabled_reason ?? '',
+          /^failing since .*\(last: HTTP 503: down for maintenance\)$/,
+        );
+        assert.equal(receiver.received.length, 2, 'the first attempt and its retry');
+      } finally {
+        await short.close();
+      }
+    });
+
+    test('past retention: the loop disables the endpoint and says why; enable is refused until resend --cursor latest', async () => {
+      const { endpoint } = await create();
+      // The feed purged deletions past the endpoint's position, as CHANGES_RETENTION_DAYS would.
+      await ctx.db
+        .updateTable('accounts')
+        .set({ changes_purged_seq: 10_000, data_version: 10_001 })
+        .where('id', '=', accountId)
+        .execute();
+      // Any change wakes the deliveries.
+      await importRecords(ctx, [incident(accountId, randomUUID(), 1)]);
+      await until(
+        async () => (await webhookService.show(ctx.db, endpoint.id)).state === 'disabled',
+        5000,
+        'disabled',
+      );
+      const stopped = await webhookService.show(ctx.db, endpoint.id);
+      assert.equal(stopped.past_retention, true);
+      assert.match(stopped.disabled_reason ?? '', /older than the changes feed keeps/);
+      assert.equal(
+        receiver.received.length,
+        0,
+        'nothing sent from a position that may have missed deletions',
+      );
+      await assert.rejects(
+        webhookService.enable(ctx.db, endpoint.id, 'test'),
+        /webhooks resend .* --cursor latest/,
+      );
+      await webhookService.resend(ctx.db, endpoint.id, 'latest', 'test');
+      const enabled = await webhookService.enable(ctx.db, endpoint.id, 'test');
+      assert.equal(enabled.state, 'active');
+      assert.equal(enabled.position, 10_002);
+      assert.equal(enabled.past_retention, false);
+    });
+
+    test('/metrics counts attempts by outcome and shows the lag and the latency histogram', async () => {
+      const { endpoint } = await create();
+      await importRecords(ctx, [incident(accountId, randomUUID(), 1)]);
+      await receiver.waitFor(1);
+      await until(async () => (await webhookService.show(ctx.db, endpoint.id)).lag === 0, 5000, 'caught up');
+      const text = (await ctx.app.inject({ url: '/metrics' })).body;
+      assert.match(text, /webhook_delivery_attempts_total\{outcome="success"\} [1-9]/);
+      assert.match(text, /webhook_delivery_latency_seconds_count [1-9]/);
+      assert.match(text, new RegExp(`webhook_endpoint_lag_events\\{endpoint="${endpoint.id}"\\} 0`));
+      assert.match(
+        text,
+        new RegExp(`webhook_endpoint_oldest_undelivered_seconds\\{endpoint="${endpoint.id}"\\} 0`),
+      );
+    });
+  });
+}

@@ -1,0 +1,193 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { InputError } from '../../src/errors.ts';
+import { addressProblem, OutboundClient, type Resolver } from '../../src/webhooks/outbound.ts';
+import { Receiver } from './receiver.ts';
+
+const resolverOf =
+  (table: Record<string, string[]>): Resolver =>
+  async (hostname) => {
+    const addresses = table[hostname];
+    if (addresses === undefined)
+      throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' });
+    return addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
+  };
+
+describe('the outbound guard: which addresses may be dialled', () => {
+  test('only public unicast addresses pass', () => {
+    const refused = [
+      '127.0.0.1',
+      '127.8.9.10',
+      '::1',
+      '10.0.0.1',
+      '172.16.5.4',
+      '192.168.1.1',
+      '169.254.169.254',
+      '100.64.0.1',
+      '0.0.0.0',
+      '::',
+      '224.0.0.1',
+      'ff02::1',
+      '255.255.255.255',
+      'fc00::1',
+      'fd12:3456::1',
+      'fe80::1',
+      '::ffff:127.0.0.1',
+      '::ffff:10.0.0.1',
+      '::ffff:169.254.169.254',
+      '2002:7f00:1::1',
+      '64:ff9b::7f00:1',
+    ];
+    for (const address of refused)
+      assert.notEqual(addressProblem(address), null, `${address} must be refused`);
+    for (const address of ['93.184.215.14', '8.8.8.8', '2606:4700:4700::1111', '::ffff:8.8.8.8'])
+      assert.equal(addressProblem(address), null, `${address} is public`);
+    assert.match(addressProblem('169.254.169.254') ?? '', /link-local/);
+    assert.match(addressProblem('100.64.0.1') ?? '', /carrier-grade NAT/);
+  });
+});
+
+describe('the outbound guard: URLs at creation', () => {
+  const client = new OutboundClient({
+    allowPrivate: false,
+    timeoutMs: 1000,
+    resolve: resolverOf({
+      localhost: ['127.0.0.1', '::1'],
+      'hooks.example': ['93.184.215.14'],
+      'mixed.example': ['93.184.215.14', '10.1.2.3'],
+    }),
+  });
+  after(() => client.close());
+
+  test('refused with one clear line: loopback, IPv6 loopback, cloud metadata, RFC 1918, localhost, http, credentials', async () => {
+    const cases: [string, RegExp][] = [
+      ['https://127.0.0.1/hook', /^url refused: 127\.0\.0\.1 \(loopback\) is not a public address/],
+      ['https://[::1]/hook', /^url refused: ::1 \(loopback\)/],
+      ['https://169.254.169.254/latest/meta-data', /^url refused: 169\.254\.169\.254 \(link-local\)/],
+      ['https://10.0.0.1/hook', /^url refused: 10\.0\.0\.1 \(RFC 1918 private\)/],
+      ['https://localhost/hook', /^url refused: "localhost" resolves to 127\.0\.0\.1 \(loopback\)/],
+      ['https://mixed.example/hook', /^url refused: "mixed\.example" resolves to 10\.1\.2\.3/],
+      ['https://[::ffff:7f00:1]/hook', /^url refused: ::ffff:7f00:1 \(/],
+      ['https://nowhere.example/hook', /^url refused: its host "nowhere\.example" does not resolve$/],
+      ['http://hooks.example/hook', /^url must start with https:\/\/ .*WEBHOOKS_ALLOW_PRIVATE=true$/],
+      ['https://user:pass@hooks.example/hook', /^url must not carry credentials/],
+      ['hooks.example/hook', /^url must be an absolute https:\/\/ URL/],
+    ];
+    for (const [url, message] of cases) {
+      await assert.rejects(client.checkUrl(url), (error: unknown) => {
+        assert.ok(error instanceof InputError, url);
+        assert.match(error.message, message, url);
+        assert.ok(!error.message.includes('\n'), 'one line');
+        return true;
+      });
+    }
+    assert.equal(await client.checkUrl('https://hooks.example/hook?x=1'), 'https://hooks.example/hook?x=1');
+  });
+
+  test('WEBHOOKS_ALLOW_PRIVATE allows http:// and private addresses', async () => {
+    const open = new OutboundClient({ allowPrivate: true, timeoutMs: 1000 });
+    assert.equal(await open.checkUrl('http://127.0.0.1:9/hook'), 'http://127.0.0.1:9/hook');
+    assert.equal(await open.checkUrl('http://localhost/hook'), 'http://localhost/hook');
+    await assert.rejects(open.checkUrl('ftp://127.0.0.1/'), /url must start with https:\/\/ or http:\/\//);
+    await open.close();
+  });
+});
+
+describe('the outbound guard: at delivery, on the address dialled', () => {
+  let receiver: Receiver;
+  before(async () => {
+    receiver = await Receiver.start();
+  });
+  after(() => receiver.close());
+
+  test('an address in the URL is refused before any connection', async () => {
+    const client = new OutboundClient({ allowPrivate: false, timeoutMs: 1000 });
+    const before = receiver.connections;
+    // http:// cannot be created without the flag; the guard is checked here on its own.
+    const result = await client.post(receiver.url(), {}, '{}');
+    assert.equal(result.status, null);
+    assert.match(
+      result.error ?? '',
+      /^refused, not connected: 127\.0\.0\.1 \(loopback\) is not a public address$/,
+    );
+    assert.equal(receiver.connections, before, 'never connected');
+    await client.close();
+  });
+
+  test('DNS rebinding: a name that resolved to a public address at creation and to loopback now is refused, never connected', async () => {
+    let answer = ['93.184.215.14'];
+    const client = new OutboundClient({
+      allowPrivate: false,
+      timeoutMs: 1000,
+      resolve: async () => answer.map((address) => ({ address, family: 4 })),
+    });
+    assert.equal(await client.checkUrl('https://rebind.example/hook'), 'https://rebind.example/hook');
+    answer = ['127.0.0.1'];
+    const before = receiver.connections;
+    const result = await client.post(`http://rebind.example:${receiver.port}/hook`, {}, '{}');
+    assert.equal(result.status, null);
+    assert.match(
+      result.error ?? '',
+      /^refused, not connected: "rebind\.example" resolves to 127\.0\.0\.1 \(loopback\)/,
+    );
+    assert.equal(receiver.connections, before, 'never connected');
+    await client.close();
+  });
+
+  test('a redirect is not followed: the 3xx is the answer, and its target is never asked', async () => {
+    const target = await Receiver.start();
+    receiver.answer = (_received, response) => {
+      response.writeHead(302, { location: target.url('/elsewhere') });
+      response.end('moved');
+    };
+    const client = new OutboundClient({ allowPrivate: true, timeoutMs: 1000 });
+    const result = await client.post(receiver.url(), {}, '{}');
+    assert.equal(result.status, 302);
+    assert.match(result.error ?? '', /^HTTP 302/);
+    assert.equal(target.received.length, 0);
+    assert.equal(target.connections, 0);
+    await client.close();
+    await target.close();
+  });
+
+  test('a receiver slower than the timeout fails the attempt at the timeout', async () => {
+    receiver.answer = (_received, response) => {
+      setTimeout(() => response.end(), 3000).unref();
+    };
+    const client = new OutboundClient({ allowPrivate: true, timeoutMs: 300 });
+    const result = await client.post(receiver.url(), {}, '{}');
+    assert.equal(result.status, null);
+    assert.equal(result.error, 'no answer within 300 ms');
+    assert.ok(result.durationMs >= 290 && result.durationMs < 2000, `${result.durationMs} ms`);
+    await client.close();
+  });
+
+  test('at most 64 KiB of an answer is read: a receiver that streams without end does not hold the attempt', async () => {
+    let closedByClient = false;
+    receiver.answer = (_received, response) => {
+      response.writeHead(200);
+      const chunk = Buffer.alloc(16 * 1024, 'x');
+      response.on('close', () => {
+        closedByClient = true;
+      });
+      // Never ends: only the client going away stops it.
+      const write = () => {
+        while (!response.destroyed && response.write(chunk));
+        if (!response.destroyed) response.once('drain', write);
+      };
+      write();
+    };
+    const client = new OutboundClient({ allowPrivate: true, timeoutMs: 5000 });
+    const result = await client.post(receiver.url(), {}, '{}');
+    assert.equal(result.status, 200);
+    assert.equal(result.error, null);
+    assert.ok(
+      result.durationMs < 2000,
+      `${result.durationMs} ms: it stopped reading, it did not wait for the timeout`,
+    );
+    await client.close();
+    for (let i = 0; i < 50 && !closedByClient; i += 1)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.ok(closedByClient, 'the connection was closed by the client');
+  });
+});

@@ -1,0 +1,99 @@
+import { once } from 'node:events';
+import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** One POST a receiver got. */
+export interface Received {
+  headers: IncomingHttpHeaders;
+  body: string;
+  json: {
+    type: string;
+    timestamp: string;
+    data: { id: string; object: unknown; seq: number | null; changed_at: string; cursor: string };
+  };
+  at: number;
+}
+
+/**
+ * A real HTTP receiver on 127.0.0.1 for the webhook tests. `answer` decides each response (the
+ * default is 204); every request is recorded, and so is every connection, so that a test can tell
+ * that a refused delivery never connected.
+ */
+export class Receiver {
+  readonly received: Received[] = [];
+  connections = 0;
+  answer: (received: Received, response: ServerResponse) => void = (_r, response) => {
+    response.statusCode = 204;
+    response.end();
+  };
+  private readonly server: Server;
+  private waiters: { count: number; resolve: () => void }[] = [];
+
+  private constructor() {
+    this.server = createServer((request, response) => {
+      let body = '';
+      request.setEncoding('utf8');
+      request.on('data', (chunk: string) => {
+        body += chunk;
+      });
+      request.on('end', () => {
+        const received: Received = {
+          headers: request.headers,
+          body,
+          json: JSON.parse(body === '' ? 'null' : body),
+          at: Date.now(),
+        };
+        this.received.push(received);
+        this.answer(received, response);
+        this.waiters = this.waiters.filter((waiter) => {
+          if (this.received.length < waiter.count) return true;
+          waiter.resolve();
+          return false;
+        });
+      });
+    });
+    this.server.on('connection', () => {
+      this.connections += 1;
+    });
+  }
+
+  static async start(): Promise<Receiver> {
+    const receiver = new Receiver();
+    receiver.server.listen(0, '127.0.0.1');
+    await once(receiver.server, 'listening');
+    return receiver;
+  }
+
+  get port(): number {
+    return (this.server.address() as AddressInfo).port;
+  }
+
+  url(path = '/hook'): string {
+    return `http://127.0.0.1:${this.port}${path}`;
+  }
+
+  /** Resolves once `count` requests in all have arrived; fails after `timeoutMs`. */
+  waitFor(count: number, timeoutMs = 20_000): Promise<void> {
+    if (this.received.length >= count) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(
+        () =>
+          reject(new Error(`receiver got ${this.received.length} of ${count} requests in ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+      this.waiters.push({
+        count,
+        resolve: () => {
+          clearTimeout(timer);
+          resolve();
+        },
+      });
+    });
+  }
+
+  async close(): Promise<void> {
+    this.server.closeAllConnections();
+    this.server.close();
+    await once(this.server, 'close').catch(() => {});
+  }
+}
