@@ -110,7 +110,8 @@ export async function openServices(
     timeoutMs: config.webhookTimeoutMs,
     disableAfterHours: config.webhookDisableAfterHours,
     logger: {
-      info: (details, message) => (logger.info ?? logger.warn)(details, message),
+      info: (details, message) =>
+        logger.info === undefined ? logger.warn(details, message) : logger.info(details, message),
       warn: (details, message) => logger.warn(details, message),
       error: (details, message) => logger.error(details, message),
     },
