@@ -150,6 +150,54 @@ describe('configuration', () => {
     );
   });
 
+  test('webhooks: private addresses off, 10 s timeout, 72 h before disabling, 30 s leases, a generated secrets key by default', () => {
+    const defaults = loadConfig({});
+    assert.deepEqual(
+      [
+        defaults.webhooksAllowPrivate,
+        defaults.webhookTimeoutMs,
+        defaults.webhookDisableAfterHours,
+        defaults.webhookLeaseSeconds,
+        defaults.webhookSecretsKey,
+      ],
+      [false, 10_000, 72, 30, null],
+    );
+    const key = Buffer.alloc(32, 7);
+    const set = loadConfig({
+      WEBHOOKS_ALLOW_PRIVATE: 'true',
+      WEBHOOK_TIMEOUT_MS: '2500',
+      WEBHOOK_DISABLE_AFTER_HOURS: '0.5',
+      WEBHOOK_LEASE_SECONDS: '5',
+      WEBHOOK_SECRETS_KEY: key.toString('base64'),
+    });
+    assert.deepEqual(
+      [set.webhooksAllowPrivate, set.webhookTimeoutMs, set.webhookDisableAfterHours, set.webhookLeaseSeconds],
+      [true, 2500, 0.5, 5],
+    );
+    assert.deepEqual(set.webhookSecretsKey, key);
+    assert.throws(
+      () =>
+        loadConfig({
+          WEBHOOKS_ALLOW_PRIVATE: 'yes',
+          WEBHOOK_TIMEOUT_MS: '0',
+          WEBHOOK_DISABLE_AFTER_HOURS: '-1',
+          WEBHOOK_LEASE_SECONDS: 'soon',
+          WEBHOOK_SECRETS_KEY: 'c2hvcnQ=',
+        }),
+      (error: Error) => {
+        assert.equal(
+          error.message,
+          'invalid configuration: WEBHOOKS_ALLOW_PRIVATE must be true or false (got "yes"); ' +
+            'WEBHOOK_TIMEOUT_MS must be a number of milliseconds from 100 to 60000, e.g. 10000 (got "0"); ' +
+            'WEBHOOK_DISABLE_AFTER_HOURS must be a number of hours from 0.0001 to 8760, e.g. 72 (got "-1"); ' +
+            'WEBHOOK_LEASE_SECONDS must be a number of seconds from 1 to 3600, e.g. 30 (got "soon"); ' +
+            'WEBHOOK_SECRETS_KEY must be 32 bytes in base64, e.g. the output of "openssl rand -base64 32"',
+        );
+        return true;
+      },
+    );
+  });
+
   test('the server refuses to start on a bad variable, with one readable line', async () => {
     const result = await runCli(['serve'], { PORT: 'eighty', DATABASE_URL: 'sqlite::memory:' });
     assert.equal(result.code, 2);

@@ -120,7 +120,11 @@ for (const store of STORES) {
     };
 
     test('a change imported by the CLI in another process reaches the receiver within about a second', async () => {
-      await start();
+      const server = await start();
+      assert.match(
+        server.logs(),
+        /"level":40,[^\n]*"msg":"WEBHOOKS_ALLOW_PRIVATE=true: webhooks may go to http/,
+      );
       const latencies: number[] = [];
       for (let i = 0; i < 5; i += 1) {
         const { path, ids } = incidentsFile(accountId, 1, i + 1);
@@ -133,6 +137,7 @@ for (const store of STORES) {
         latencies.push(Math.max(0, received.at - committed));
       }
       assert.ok(Math.max(...latencies) < 1000, `from the CLI's exit to receipt: ${latencies.join(', ')} ms`);
+      assert.ok(!server.logs().includes('whsec_'), 'no secret in the logs');
     });
 
     test('kill -9 mid-stream: after a restart every event arrives, in order, repeats with the same webhook-id', async () => {
