@@ -174,6 +174,25 @@ for (const store of STORES) {
       assertStableIds(receiver.received);
     });
 
+    test('SIGTERM: the server stops within its deadline and gives up its leases, so another instance takes over at once', async () => {
+      const server = await start();
+      const leaseOwner = async () =>
+        (
+          await ctx.db
+            .selectFrom('webhook_endpoints')
+            .select('lease_owner')
+            .where('account_id', '=', accountId)
+            .executeTakeFirstOrThrow()
+        ).lease_owner;
+      for (let i = 0; i < 100 && (await leaseOwner()) === null; i += 1) await sleep(50);
+      assert.notEqual(await leaseOwner(), null, 'the server holds the endpoint');
+      server.signal('SIGTERM');
+      const { code, ms } = await server.exited(15_000);
+      assert.equal(code, 0);
+      assert.ok(ms < 10_000, `stopped in ${ms} ms`);
+      assert.equal(await leaseOwner(), null, 'released, not left to run out');
+    });
+
     if (store === 'postgres') {
       test('two instances: each event is delivered once; when the holder is killed, the survivor takes over', async () => {
         const one = await start();
