@@ -8,6 +8,7 @@ import {
   type ResponseDoc,
   TAGS,
 } from '../schemas/openapi.ts';
+import { WEBHOOK_EVENTS, WEBHOOK_HEADERS } from '../schemas/webhooks.ts';
 import { securitySchemes, type Surface, type SurfaceResponse, surfaceOf } from './surfaces.ts';
 
 /**
@@ -224,9 +225,48 @@ export function openApiDocument(baseUrl: string, routes: RegisteredRoute[]): Jso
     }
   }
 
+  const webhooks = Object.fromEntries(
+    WEBHOOK_EVENTS.map((event) => [
+      event.type,
+      {
+        post: {
+          operationId: `${event.type.replace(/\.(\w)/, (_m, c: string) => c.toUpperCase())}Event`,
+          tags: [TAGS.webhooks.name],
+          // The receiver authenticates the sender by the signature, not by a credential scheme.
+          security: [],
+          summary: event.summary,
+          description: event.description,
+          parameters: WEBHOOK_HEADERS.map((header) => ({
+            name: header.name,
+            in: 'header',
+            required: true,
+            description: header.description,
+            schema: components.json(header.schema),
+            example: header.example,
+          })),
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: components.json(event.schema) } },
+          },
+          responses: {
+            '2XX': { description: 'Accepted: the endpoint moves on to the next event.' },
+            '410': { description: 'Gone: the endpoint is disabled at once.' },
+            default: {
+              description:
+                'Anything else, a redirect, or no answer within the timeout: the event is retried with backoff (about 5 s, 5 min, 30 min, 2 h, 5 h, then every 10 h) while later events wait.',
+            },
+          },
+        },
+      },
+    ]),
+  );
+
   // A tag missing from TAGS is listed without a description, which the lint refuses.
   const known: Json[] = Object.values(TAGS);
-  const used = new Set(operations.flatMap(({ operation }) => [operation.tags].flat()));
+  const used = new Set([
+    ...operations.flatMap(({ operation }) => [operation.tags].flat()),
+    TAGS.webhooks.name,
+  ]);
   const tags = [...used].map((name) => known.find((tag) => tag.name === name) ?? { name });
   return {
     openapi: '3.1.0',
@@ -242,6 +282,7 @@ export function openApiDocument(baseUrl: string, routes: RegisteredRoute[]): Jso
     servers: [{ url: baseUrl }],
     tags,
     paths,
+    webhooks,
     components: {
       schemas: components.schemas,
       headers: components.headers,

@@ -134,6 +134,11 @@ export const TAGS = {
     description:
       'Whole data sets in one streamed NDJSON or CSV response from one snapshot, with the feed position to continue from.',
   },
+  webhooks: {
+    name: 'Webhooks',
+    description:
+      'The changes feed pushed: one signed POST per change to the endpoints a Super Admin registered, in feed order, retried until a 2xx (docs/webhooks.md).',
+  },
   changes: {
     name: 'Changes',
     description:

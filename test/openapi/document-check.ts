@@ -17,6 +17,8 @@ type Json = Record<string, unknown>;
 const isRecord = (value: unknown): value is Json =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
+const field = (value: unknown, key: string): unknown => (isRecord(value) ? value[key] : undefined);
+
 const escapePointer = (token: string): string => token.replaceAll('~', '~0').replaceAll('/', '~1');
 
 const DOCUMENT_ID = 'urn:safety-api:openapi';
@@ -91,6 +93,19 @@ export class DocumentCheck {
   private assertValid(pointer: string, value: unknown, what: string): void {
     const validate = this.validator(pointer);
     assert.ok(validate(value), `${what}: ${this.ajv.errorsText(validate.errors)}\n${JSON.stringify(value)}`);
+  }
+
+  /** Asserts that a webhook delivery (its event type, headers and JSON body) is one the document's `webhooks` promise. */
+  checkWebhook(type: string, headers: Record<string, unknown>, body: unknown): void {
+    const operation = `/webhooks/${escapePointer(type)}/post`;
+    assert.ok(isRecord(this.at(operation)), `the document has no webhook ${type}`);
+    const parameters = this.at(`${operation}/parameters`);
+    for (const [index, parameter] of (Array.isArray(parameters) ? parameters : []).entries()) {
+      const name = String(field(parameter, 'name'));
+      assert.ok(headers[name] !== undefined, `${type}: header ${name} is missing`);
+      this.assertValid(`${operation}/parameters/${index}/schema`, headers[name], `${type} header ${name}`);
+    }
+    this.assertValid(`${operation}/requestBody/content/application~1json/schema`, body, `${type} body`);
   }
 
   /** Asserts that `response`, the answer to `method url`, is one the document promises. */
