@@ -165,7 +165,8 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
     return 0;
   } catch (error) {
     if (error instanceof InputError || error instanceof ConfigError || isParseArgsError(error)) {
-      process.stderr.write(`safety-api: ${error.message}\n`);
+      // Node's parseArgs explains some mistakes over several lines: one line, as every error.
+      process.stderr.write(`safety-api: ${error.message.replace(/\s*\n\s*/g, ' ')}\n`);
       return 2;
     }
     process.stderr.write(`safety-api: ${error instanceof Error ? error.message : String(error)}\n`);

@@ -85,6 +85,16 @@ describe('safety-api --help and --version', () => {
       'safety-api: unknown keys action "explode": expected create, list, rename, disable, enable, revoke or scope\n',
     );
   });
+
+  test("an option value that looks like an option: exit 2 with one line, not parseArgs' three", async () => {
+    const result = await runCli(['keys', 'create', '--account', 'a', '--name', '-bob'], {});
+    assert.equal(result.code, 2);
+    assert.match(
+      result.stderr,
+      /^safety-api: Option '--name' argument is ambiguous\. Did you forget .*'--name=-XYZ'\.\n$/,
+    );
+    assert.equal(result.stderr.split('\n').length, 2);
+  });
 });
 
 for (const store of STORES) {
