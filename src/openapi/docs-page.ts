@@ -109,6 +109,17 @@ ${bodies.length > 0 ? bodies : html`<p class="muted">No body.</p>`}
 </div>`;
 }
 
+/** The body a webhook event sends (operations the service serves take none). */
+function requestBlock(operation: Json): SafeHtml | null {
+  const content = Object.entries(record(record(operation.requestBody).content));
+  if (content.length === 0) return null;
+  return html`<h4>Request body</h4>
+${content.map(([mediaType, media]) => {
+  const schema = record(media).schema;
+  return html`<p>Body <code>${mediaType}</code>: ${typeOf(schema)}</p>${fields(schema)}${examples(record(media))}`;
+})}`;
+}
+
 function operationBlock(document: Json, path: string, method: string, operation: Json): SafeHtml {
   const id = text(operation.operationId) ?? `${method}-${path}`;
   const parameters = Array.isArray(operation.parameters) ? operation.parameters.map(record) : [];
@@ -130,19 +141,26 @@ ${
       )}</tbody></table>`
     : null
 }
+${requestBlock(operation)}
 <h4>Responses</h4>
-${Object.entries(record(operation.responses)).map(([status, response]) => responseBlock(document, status, response))}
+${Object.entries(record(operation.responses))
+  // By status: `2XX` before `410` (JSON objects list integer-like keys first), `default` last.
+  .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+  .map(([status, response]) => responseBlock(document, status, response))}
 </section>`;
 }
 
 export function docsPage(document: Json): string {
   const info = record(document.info);
-  const operations = Object.entries(record(document.paths)).flatMap(([path, item]) =>
-    METHODS.filter((method) => method in record(item)).map((method) => ({
-      path,
-      method,
-      operation: record(record(item)[method]),
-    })),
+  // Paths, then the webhooks (the requests the service sends), keyed by their event type.
+  const operations = [record(document.paths), record(document.webhooks)].flatMap((items) =>
+    Object.entries(items).flatMap(([path, item]) =>
+      METHODS.filter((method) => method in record(item)).map((method) => ({
+        path,
+        method,
+        operation: record(record(item)[method]),
+      })),
+    ),
   );
   const tags = Array.isArray(document.tags) ? document.tags.map(record) : [];
   const schemas = Object.entries(record(record(document.components).schemas));

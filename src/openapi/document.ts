@@ -248,14 +248,7 @@ export function openApiDocument(baseUrl: string, routes: RegisteredRoute[]): Jso
             required: true,
             content: { 'application/json': { schema: components.json(event.schema) } },
           },
-          responses: {
-            '2XX': { description: 'Accepted: the endpoint moves on to the next event.' },
-            '410': { description: 'Gone: the endpoint is disabled at once.' },
-            default: {
-              description:
-                'Anything else, a redirect, or no answer within the timeout: the event is retried with backoff (about 5 s, 5 min, 30 min, 2 h, 5 h, then every 10 h) while later events wait.',
-            },
-          },
+          responses: event.responses,
         },
       },
     ]),

@@ -137,7 +137,7 @@ export const TAGS = {
   webhooks: {
     name: 'Webhooks',
     description:
-      'The changes feed pushed: one signed POST per change to the endpoints a Super Admin registered, in feed order, retried until a 2xx (docs/webhooks.md).',
+      'The changes feed pushed: one signed POST per change to the endpoints a Super Admin registered, in feed order, retried with backoff until a 2xx (docs/webhooks.md). These are requests the service sends to your endpoint, not operations it serves.',
   },
   changes: {
     name: 'Changes',
