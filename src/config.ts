@@ -286,6 +286,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     problems,
   );
   const webhookSecretsKey = parseSecretsKey(env.WEBHOOK_SECRETS_KEY, problems);
+  // A POST must end before the lease that allows it can run out, with a renewal in between.
+  if (webhookLeaseSeconds * 1000 < 2 * webhookTimeoutMs) {
+    problems.push(
+      `WEBHOOK_LEASE_SECONDS must be at least twice WEBHOOK_TIMEOUT_MS (${webhookLeaseSeconds} s against ${webhookTimeoutMs} ms)`,
+    );
+  }
 
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   return {

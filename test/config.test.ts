@@ -167,14 +167,18 @@ describe('configuration', () => {
       WEBHOOKS_ALLOW_PRIVATE: 'true',
       WEBHOOK_TIMEOUT_MS: '2500',
       WEBHOOK_DISABLE_AFTER_HOURS: '0.5',
-      WEBHOOK_LEASE_SECONDS: '5',
+      WEBHOOK_LEASE_SECONDS: '6',
       WEBHOOK_SECRETS_KEY: key.toString('base64'),
     });
     assert.deepEqual(
       [set.webhooksAllowPrivate, set.webhookTimeoutMs, set.webhookDisableAfterHours, set.webhookLeaseSeconds],
-      [true, 2500, 0.5, 5],
+      [true, 2500, 0.5, 6],
     );
     assert.deepEqual(set.webhookSecretsKey, key);
+    assert.throws(
+      () => loadConfig({ WEBHOOK_LEASE_SECONDS: '10' }),
+      /^ConfigError: invalid configuration: WEBHOOK_LEASE_SECONDS must be at least twice WEBHOOK_TIMEOUT_MS \(10 s against 10000 ms\)$/,
+    );
     assert.throws(
       () =>
         loadConfig({

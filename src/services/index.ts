@@ -103,7 +103,9 @@ export async function openServices(
     db: database.db,
     store: database.store,
     commitWatch: database.commitWatch,
-    databaseUrl: config.databaseUrl,
+    // LISTEN needs a session of its own: through MIGRATION_DATABASE_URL (a direct or session-mode
+    // route) when DATABASE_URL goes through a transaction-mode pooler, which drops notifications.
+    databaseUrl: config.migrationDatabaseUrl,
     outbound,
     secretsKey: config.webhookSecretsKey,
     leaseSeconds: config.webhookLeaseSeconds,

@@ -215,10 +215,12 @@ class EndpointWorker {
     this.sleeper.wake();
   }
 
-  /** Whether a POST started now ends, timeout included, before the lease could run out. */
+  /**
+   * Whether a POST started now ends, timeout included, before the lease could run out (the
+   * configuration keeps the lease at least twice the timeout, so a renewed lease always allows one).
+   */
   private leaseHolds(): boolean {
-    const { timeoutMs, leaseSeconds } = this.dispatcher.options;
-    return Date.now() + Math.min(timeoutMs, (leaseSeconds * 1000) / 2) < this.leaseUntil;
+    return Date.now() + this.dispatcher.options.timeoutMs < this.leaseUntil;
   }
 
   private async loop(): Promise<void> {

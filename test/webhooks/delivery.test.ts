@@ -20,7 +20,7 @@ import { type Received, Receiver } from './receiver.ts';
 const ENV = {
   WEBHOOKS_ALLOW_PRIVATE: 'true',
   WEBHOOK_TIMEOUT_MS: '2000',
-  WEBHOOK_LEASE_SECONDS: '3',
+  WEBHOOK_LEASE_SECONDS: '4',
 };
 
 let files: string;

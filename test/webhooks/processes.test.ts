@@ -92,7 +92,7 @@ for (const store of STORES) {
         DATABASE_URL: ctx.databaseUrl,
         WEBHOOKS_ALLOW_PRIVATE: 'true',
         WEBHOOK_LEASE_SECONDS: String(LEASE_SECONDS),
-        WEBHOOK_TIMEOUT_MS: '2000',
+        WEBHOOK_TIMEOUT_MS: '1000',
       };
     });
     after(() => ctx.close());
