@@ -36,6 +36,7 @@ export const ADMIN_ASSETS_PATH = `${ADMIN_PATH}/assets`;
 export const INTEGRATIONS_PATH = `${ADMIN_PATH}/settings/integrations`;
 export const KEYS_PATH = `${INTEGRATIONS_PATH}/api-keys`;
 export const OAUTH_CLIENTS_PATH = `${INTEGRATIONS_PATH}/oauth-clients`;
+export const WEBHOOKS_PATH = `${INTEGRATIONS_PATH}/webhooks`;
 
 /** The `WWW-Authenticate` challenge of every surface that takes a bearer credential. */
 export const BEARER_REALM = 'Bearer realm="safety-api"';

@@ -51,12 +51,12 @@ export function principalOfUser(user: UserAccountRow, account: AccountRow): Admi
 export function refusalReason(principal: AdminPrincipal): string | null {
   if (principal.active !== 1) return 'Your user account is deactivated.';
   if (principal.vendorSupport === 1)
-    return 'Vendor support users cannot manage API keys of a customer account.';
+    return 'Vendor support users cannot manage API keys or webhooks of a customer account.';
   if (principal.role !== 'super_admin') {
-    return `Managing API keys requires the Super Admin role; your role is ${roleName(principal.role)}.`;
+    return `Managing API keys and webhooks requires the Super Admin role; your role is ${roleName(principal.role)}.`;
   }
   if (principal.apiAccess !== 1) {
-    return `The plan of ${principal.accountName} does not include API access, so API keys cannot be managed.`;
+    return `The plan of ${principal.accountName} does not include API access, so API keys and webhooks cannot be managed.`;
   }
   return null;
 }

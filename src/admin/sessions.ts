@@ -39,15 +39,17 @@ export interface FlashValue {
 
 /**
  * A one-time message for the next page. `values` are what was just created (a raw API key, an
- * OAuth client's id and secret); they are shown exactly once, since reading the flash deletes it.
- * `secret` marks values that are credentials stored only as a hash: the page then warns that
- * they cannot be shown again, naming them and what to do if they are lost.
+ * OAuth client's id and secret, a webhook signing secret); they are shown exactly once, since
+ * reading the flash deletes it. `secret` marks values that are credentials the panel never shows
+ * again: the page then warns so, naming them, why (`kept`: how they are stored, by default only as
+ * a hash) and what to do if they are lost. `note` is a sentence shown under the values.
  */
 export interface Flash {
   kind: 'success' | 'error';
   message: string;
   values?: FlashValue[];
-  secret?: { noun: string; ifLost: string };
+  secret?: { noun: string; ifLost: string; kept?: string };
+  note?: string;
 }
 
 export function adminCookieOptions(request: FastifyRequest): CookieSerializeOptions {

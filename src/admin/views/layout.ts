@@ -1,7 +1,13 @@
 import type { AdminPrincipal } from '../access.ts';
 import { CSRF_FIELD } from '../csrf.ts';
 import { html, type SafeHtml } from '../../lib/html.ts';
-import { ADMIN_ASSETS_PATH, ADMIN_PATH, SIGN_OUT_PATH } from '../../paths.ts';
+import {
+  ADMIN_ASSETS_PATH,
+  ADMIN_PATH,
+  INTEGRATIONS_PATH,
+  SIGN_OUT_PATH,
+  WEBHOOKS_PATH,
+} from '../../paths.ts';
 import type { Flash } from '../sessions.ts';
 
 export interface SignedIn {
@@ -26,8 +32,9 @@ function flashBlock(flash: Flash): SafeHtml {
   if (flash.values === undefined) {
     return html`<div class="flash flash-${flash.kind}" role="${flash.kind === 'error' ? 'alert' : 'status'}">${flash.message}</div>`;
   }
-  const warning = flash.secret
-    ? html`<p class="warning"><strong>Copy this ${flash.secret.noun} now. It will not be shown again:</strong> only its hash is stored, so a lost ${flash.secret.noun} cannot be recovered, ${flash.secret.ifLost}.</p>`
+  const secret = flash.secret;
+  const warning = secret
+    ? html`<p class="warning"><strong>Copy this ${secret.noun} now. It will not be shown again:</strong> ${secret.kept ?? 'only its hash is stored'}, so a lost ${secret.noun} cannot be recovered, ${secret.ifLost}.</p>`
     : null;
   return html`<section class="flash flash-success new-key" role="status" aria-labelledby="new-key-heading">
   <h2 id="new-key-heading">${flash.message}</h2>
@@ -39,6 +46,7 @@ function flashBlock(flash: Flash): SafeHtml {
     <button type="button" class="button" data-copy-target="${field.id}" hidden>Copy</button>
   </div>`,
   )}
+  ${flash.note === undefined ? null : html`<p>${flash.note}</p>`}
   <p class="copy-status" aria-live="polite"></p>
 </section>`;
 }
@@ -54,6 +62,28 @@ function header(signedIn: SignedIn | null | undefined): SafeHtml {
   <a class="brand" href="${ADMIN_PATH}">Safety Incident API · Admin</a>
   ${account}
 </header>`;
+}
+
+/** The pages of Settings › Integrations: the trail step each heads, and its link. */
+const INTEGRATIONS_PAGES = [
+  { step: 'Integrations', label: 'API keys and OAuth clients', href: INTEGRATIONS_PATH },
+  { step: 'Webhooks', label: 'Webhooks', href: WEBHOOKS_PATH },
+] as const;
+
+/**
+ * Links between the pages of Settings › Integrations, on each of them. The current one is marked
+ * `aria-current` (and, in the stylesheet, bold and underlined, not only coloured): `page` on the
+ * page itself, `true` on the pages under it (an endpoint, a key).
+ */
+function integrationsNav(trail: string[]): SafeHtml | null {
+  if (trail[0] !== 'Integrations') return null;
+  const current = trail[1] === 'Webhooks' ? 'Webhooks' : 'Integrations';
+  const depth = current === 'Webhooks' ? 2 : 1;
+  const links = INTEGRATIONS_PAGES.map((link) => {
+    const mark = link.step !== current ? null : trail.length === depth ? 'page' : 'true';
+    return html`<li><a href="${link.href}"${mark === null ? null : html` aria-current="${mark}"`}>${link.label}</a></li>`;
+  });
+  return html`<nav aria-label="Integrations" class="subnav"><ul>${links}</ul></nav>`;
 }
 
 /** The one layout of the panel. Scripts and styles are files served by the product (see the CSP). */
@@ -77,6 +107,7 @@ export function layout(page: Page): string {
 ${header(page.signedIn)}
 <main id="main" tabindex="-1">
 ${trail}
+${page.trail ? integrationsNav(page.trail) : null}
 ${page.flash ? flashBlock(page.flash) : null}
 ${page.body}
 </main>

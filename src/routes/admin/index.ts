@@ -10,9 +10,11 @@ import { adminOauthClientRoutes } from './oauth-clients.ts';
 import { sendPage } from './responses.ts';
 import { adminSignInRoutes } from './sign-in.ts';
 import { signedInArea } from './signed-in.ts';
+import { adminWebhookRoutes } from './webhooks.ts';
 
 // Pages load only the panel's own files: no inline script or style, no framing, and forms post
-// only back to the panel. Pages may show a raw key or client secret once, so no cache may keep them.
+// only back to the panel. Pages may show a raw key, a client secret or a webhook signing secret once,
+// so no cache may keep them.
 const SECURITY_HEADERS = {
   'content-security-policy':
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
@@ -100,5 +102,5 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
 
   await app.register(adminAssetRoutes);
   await app.register(adminSignInRoutes);
-  await app.register(signedInArea(adminApiKeyRoutes, adminOauthClientRoutes));
+  await app.register(signedInArea(adminApiKeyRoutes, adminOauthClientRoutes, adminWebhookRoutes));
 }

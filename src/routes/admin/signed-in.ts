@@ -30,7 +30,7 @@ export async function sendSignedInPage(
 }
 
 /**
- * The pages behind sign-in (Settings > Integrations: API keys and OAuth clients). Every request
+ * The pages behind sign-in (Settings > Integrations: API keys, OAuth clients and webhooks). Every request
  * re-checks the session and the person behind it; every POST must carry the session's CSRF token.
  */
 export function signedInArea(...areas: ((app: FastifyInstance) => Promise<void>)[]) {

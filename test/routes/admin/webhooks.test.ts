@@ -1,0 +1,727 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
+import type { LightMyRequestResponse } from 'fastify';
+import { Webhook } from 'standardwebhooks';
+import { webhookRepository } from '../../../src/db/repositories/webhooks.ts';
+import { changeFeedService } from '../../../src/services/change-feed-service.ts';
+import { webhookService } from '../../../src/services/webhook-service.ts';
+import { createTestContext, STORES, seedAccount, seedIncidents, type TestContext } from '../../helpers.ts';
+import { type Received, Receiver } from '../../webhooks/receiver.ts';
+import { AdminClient, type SeededUser, seedUser } from './admin-helpers.ts';
+
+const WEBHOOKS = '/admin/settings/integrations/webhooks';
+const SECRET = /whsec_[A-Za-z0-9+/]+={0,2}/g;
+const CSRF_REFUSED = /Invalid or missing CSRF token/;
+/** Every form the webhook pages post to, below an endpoint's path ('' is the create form's). */
+const ENDPOINT_POSTS = ['disable', 'enable', 'resend', 'rotate-secret', 'test', 'delete'];
+
+/** The value of the read-only field with this id, as the one-time display shows it. */
+function fieldValue(page: string, id: string): string | undefined {
+  return new RegExp(`<input id="${id}" class="key-value" type="text" readonly value="([^"]*)"`).exec(
+    page,
+  )?.[1];
+}
+
+/** The table row of an endpoint on the list page. */
+function rowOf(page: string, endpointId: string): string {
+  const start = page.indexOf(`data-endpoint-id="${endpointId}"`);
+  assert.ok(start > 0, 'the endpoint is listed');
+  return page.slice(start, page.indexOf('</tr>', start));
+}
+
+/** What the flash or message of a page says, tags dropped. */
+function text(page: string): string {
+  return page.replace(/<[^>]+>/g, ' ').replace(/\s+/g, ' ');
+}
+
+function verify(secret: string, received: Received): unknown {
+  return new Webhook(secret).verify(received.body, {
+    'webhook-id': String(received.headers['webhook-id']),
+    'webhook-timestamp': String(received.headers['webhook-timestamp']),
+    'webhook-signature': String(received.headers['webhook-signature']),
+  });
+}
+
+for (const store of STORES) {
+  describe(`admin webhook pages (${store})`, () => {
+    let ctx: TestContext;
+    let accountId: string;
+    let admin: SeededUser;
+    let client: AdminClient;
+    let receiver: Receiver;
+
+    before(async () => {
+      // Not started: nothing is delivered here but the test events the pages send.
+      ctx = await createTestContext(store, { WEBHOOKS_ALLOW_PRIVATE: 'true', WEBHOOK_TIMEOUT_MS: '2000' });
+      accountId = await seedAccount(ctx.db, { name: 'Northwind' });
+      admin = await seedUser(ctx.db, accountId, { name: 'Wendy Webhooks' });
+      client = new AdminClient(ctx.app);
+      assert.equal((await client.signIn(admin.email)).statusCode, 303);
+    });
+    after(() => ctx.close());
+    beforeEach(async () => {
+      receiver = await Receiver.start();
+    });
+    afterEach(() => receiver.close());
+
+    const stored = async (endpointId: string) => webhookRepository.findById(ctx.db, endpointId);
+    const history = (endpointId: string, account = accountId) =>
+      webhookService.history(ctx.db, endpointId, account, 100);
+
+    /** Adds an endpoint with the list page's form; returns its id, the secret its page showed once, and that page. */
+    async function createThroughPanel(
+      form: Record<string, string> = {},
+    ): Promise<{ id: string; secret: string; page: string }> {
+      const list = await client.get(WEBHOOKS);
+      const res = await client.submit(list.body, WEBHOOKS, { url: receiver.url(), events: '*', ...form });
+      assert.equal(res.statusCode, 303);
+      const location = String(res.headers.location);
+      assert.match(location, new RegExp(`^${WEBHOOKS}/[0-9a-f-]{36}$`));
+      const page = (await client.get(location)).body;
+      const secret = fieldValue(page, 'new-webhook-secret');
+      assert.ok(secret !== undefined, 'the new secret is shown');
+      return { id: location.slice(WEBHOOKS.length + 1), secret, page };
+    }
+
+    /** Submits a form of the endpoint's page; returns the page the redirect leads to. */
+    async function act(
+      endpointId: string,
+      action: string,
+      form: Record<string, string> = {},
+    ): Promise<{ res: LightMyRequestResponse; page: string }> {
+      const detail = await client.get(`${WEBHOOKS}/${endpointId}`);
+      const res = await client.submit(detail.body, `${WEBHOOKS}/${endpointId}/${action}`, form);
+      assert.equal(res.statusCode, 303);
+      return { res, page: (await client.get(String(res.headers.location))).body };
+    }
+
+    test('create: the secret is shown once on the new endpoint’s page, stored sealed, and the creation audited', async () => {
+      const { id, secret, page } = await createThroughPanel({
+        events: ' incident.* , user.deleted ',
+        description: 'Warehouse <sync>',
+      });
+      assert.match(page, /Webhook endpoint added/);
+      assert.match(page, /Copy this signing secret now\. It will not be shown again:/);
+      assert.match(page, /data-copy-target="new-webhook-secret"/);
+      assert.equal(page.match(SECRET)?.length, 1, 'the secret is on the page once');
+      assert.match(secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
+
+      const reload = await client.get(`${WEBHOOKS}/${id}`);
+      assert.match(reload.headers['cache-control'] as string, /no-store/);
+      assert.equal(reload.body.match(SECRET), null, 'a reload does not show the secret');
+      assert.equal((await client.get(WEBHOOKS)).body.match(SECRET), null);
+
+      const row = await stored(id);
+      assert.equal(row?.account_id, accountId);
+      assert.equal(row?.url, receiver.url());
+      assert.deepEqual(JSON.parse(row?.events ?? ''), ['incident.*', 'user.deleted']);
+      assert.equal(row?.description, 'Warehouse <sync>');
+      assert.equal(row?.state, 'active');
+      assert.equal(row?.created_by, admin.id);
+      assert.ok(!JSON.stringify(row).includes(secret.slice(6)), 'the raw secret is not stored');
+
+      const events = await history(id);
+      assert.deepEqual(
+        events.map((event) => [event.action, event.actor]),
+        [['created', admin.id]],
+      );
+      assert.match(text(reload.body), /Created by Wendy Webhooks/);
+      assert.match(
+        reload.body,
+        /<td data-label="Who">Wendy Webhooks<\/td>\s*<td data-label="Action">Created<\/td>/,
+      );
+    });
+
+    test('the list shows each endpoint with its state, URL, event filter, lag and last delivery', async () => {
+      const { id } = await createThroughPanel({ events: 'incident.*', description: 'BI' });
+      const list = await client.get(WEBHOOKS);
+      assert.equal(list.statusCode, 200);
+      assert.match(list.body, /<h1>Webhooks<\/h1>/);
+      assert.match(list.body, /<li>Settings<\/li><li>Integrations<\/li><li>Webhooks<\/li>/);
+      assert.match(
+        list.body,
+        /<a href="\/admin\/settings\/integrations\/webhooks" aria-current="page">Webhooks<\/a>/,
+      );
+      const row = rowOf(list.body, id);
+      assert.match(row, new RegExp(`<a href="${WEBHOOKS}/${id}"><code>${receiver.url()}</code></a>`));
+      assert.match(row, /<span class="muted">BI<\/span>/);
+      assert.match(row, /data-label="Events"><code>incident\.\*<\/code>/);
+      assert.match(row, /data-label="State"><span class="badge badge-active">Active<\/span><\/td>/);
+      assert.match(row, /data-label="Lag">0 changes/);
+      assert.match(row, /data-label="Last delivery">Never/);
+
+      // The Integrations page links here, and here back.
+      const integrations = (await client.get('/admin/settings/integrations')).body;
+      assert.match(integrations, /<nav aria-label="Integrations" class="subnav">/);
+      assert.match(integrations, new RegExp(`<a href="${WEBHOOKS}">Webhooks</a>`));
+    });
+
+    test('the detail page shows the reason, failing since, next attempt, lag, cursor, the last 50 attempts and the history', async () => {
+      const { id } = await createThroughPanel();
+      await seedIncidents(ctx.db, accountId, 3);
+      const failingSince = '2026-03-01T10:00:00.000Z';
+      const nextAttempt = '2026-03-01T12:30:00.000Z';
+      await webhookRepository.update(ctx.db, id, {
+        failing_since: failingSince,
+        failed_attempts: 4,
+        next_attempt_at: nextAttempt,
+        last_attempt_at: '2026-03-01T11:00:00.000Z',
+        last_status: 503,
+        updated_at: new Date().toISOString(),
+      });
+      const attempt = (i: number) => ({
+        endpoint_id: id,
+        webhook_id: `msg_${i}`,
+        type: 'incident.created',
+        seq: i,
+        at: new Date(Date.UTC(2026, 2, 1, 10, i)).toISOString(),
+        status: i % 2 === 0 ? 503 : null,
+        duration_ms: 100 + i,
+        error: i % 2 === 0 ? `HTTP 503: <b>down</b> ${i}` : 'ECONNREFUSED: connect ECONNREFUSED',
+      });
+      await webhookRepository.recordAttempts(
+        ctx.db,
+        Array.from({ length: 60 }, (_, i) => attempt(i)),
+      );
+
+      const view = await webhookService.show(ctx.db, id);
+      const page = (await client.get(`${WEBHOOKS}/${id}`)).body;
+      assert.match(page, /<dd id="webhook-disabled-reason">Not disabled<\/dd>/);
+      assert.match(page, new RegExp(`<dd id="webhook-failing-since"><time datetime="${failingSince}">`));
+      assert.match(page, new RegExp(`<dd id="webhook-next-attempt"><time datetime="${nextAttempt}">`));
+      assert.match(page, /<dd id="webhook-lag">3 changes not delivered yet<\/dd>/);
+      assert.match(page, new RegExp(`<code id="webhook-cursor">${view.cursor}</code>`));
+      assert.match(page, /<span class="badge badge-warning">Failing<\/span>/);
+      assert.match(text(page), /Last delivery 2026-03-01 11:00 UTC ?: HTTP 503/);
+
+      const log = page.slice(
+        page.indexOf('id="webhook-attempts-table"'),
+        page.indexOf('</table>', page.indexOf('id="webhook-attempts-table"')),
+      );
+      const rows = log.split('<tr>').slice(2);
+      assert.equal(rows.length, 50, 'the last 50 attempts');
+      assert.match(
+        rows[0] ?? '',
+        /<code>msg_59<\/code>[\s\S]*<code>incident\.created<\/code>[\s\S]*No answer <span class="badge badge-failed">Failed<\/span>[\s\S]*159 ms[\s\S]*ECONNREFUSED/,
+      );
+      assert.match(
+        rows[1] ?? '',
+        /<code>msg_58<\/code>[\s\S]*HTTP 503 <span class="badge badge-failed">Failed<\/span>[\s\S]*HTTP 503: &lt;b&gt;down&lt;\/b&gt; 58/,
+      );
+      assert.match(rows[49] ?? '', /<code>msg_10<\/code>/);
+      assert.doesNotMatch(page, /<b>down<\/b>/, 'what a receiver answered is escaped');
+
+      const list = rowOf((await client.get(WEBHOOKS)).body, id);
+      assert.match(list, /data-label="Lag">3 changes/);
+      assert.match(list, /Failing/);
+      assert.match(text(list), /2026-03-01 11:00 UTC ?: HTTP 503/);
+
+      await webhookService.disable(ctx.db, id, 'system', {
+        reason: 'failing since 2026-03-01 (last: HTTP 503)',
+      });
+      const disabled = (await client.get(`${WEBHOOKS}/${id}`)).body;
+      assert.match(
+        disabled,
+        /<dd id="webhook-disabled-reason">failing since 2026-03-01 \(last: HTTP 503\)<\/dd>/,
+      );
+      assert.match(
+        disabled,
+        /<td data-label="Who">automatic \(delivery\)<\/td>\s*<td data-label="Action">Disabled<\/td>/,
+      );
+    });
+
+    test('send test event: a signed webhook.test reaches the receiver, and the result is shown and logged', async () => {
+      const { id, secret } = await createThroughPanel();
+      let { page } = await act(id, 'test');
+      await receiver.waitFor(1);
+      const [received] = receiver.received;
+      assert.ok(received);
+      assert.equal(received.json.type, 'webhook.test');
+      assert.deepEqual(verify(secret, received), received.json, 'signed with the secret the page showed');
+      const webhookId = String(received.headers['webhook-id']);
+      assert.match(page, new RegExp(`Test event ${webhookId} delivered: HTTP 204 in \\d+ ms\\.`));
+      assert.match(
+        page,
+        new RegExp(`<code>${webhookId}</code>[\\s\\S]*<code>webhook\\.test</code>[\\s\\S]*HTTP 204`),
+      );
+
+      receiver.answer = (_received, response) => {
+        response.statusCode = 500;
+        response.end('receiver broke');
+      };
+      ({ page } = await act(id, 'test'));
+      assert.match(
+        page,
+        /class="flash flash-error" role="alert">Test event msg_test_\S+ failed after \d+ ms: HTTP 500: receiver broke\./,
+      );
+      assert.match(page, /HTTP 500 <span class="badge badge-failed">Failed<\/span>/);
+      assert.equal((await webhookRepository.listAttempts(ctx.db, id, 10)).length, 2);
+    });
+
+    test('disable and enable change the endpoint and are audited; repeating one changes nothing', async () => {
+      const { id } = await createThroughPanel();
+      let { page } = await act(id, 'disable');
+      assert.match(page, /Webhook endpoint disabled: nothing is sent to it until it is enabled/);
+      assert.equal((await stored(id))?.state, 'disabled');
+      assert.equal((await stored(id))?.disabled_reason, 'disabled by a Super Admin');
+      assert.match(page, /<dd id="webhook-disabled-reason">disabled by a Super Admin<\/dd>/);
+      assert.match(page, /Enable endpoint<\/button>/);
+
+      ({ page } = await act(id, 'disable'));
+      assert.match(
+        page,
+        /Nothing was changed: the webhook endpoint &quot;[0-9a-f-]+&quot; is already disabled\./,
+      );
+
+      ({ page } = await act(id, 'enable'));
+      assert.match(page, /Webhook endpoint enabled: deliveries resume after the last change it received\./);
+      assert.equal((await stored(id))?.state, 'active');
+      assert.equal((await stored(id))?.disabled_reason, null);
+      assert.match(page, /Disable endpoint<\/button>/);
+
+      assert.deepEqual(
+        (await history(id)).map((event) => [event.action, event.actor]),
+        [
+          ['enabled', admin.id],
+          ['disabled', admin.id],
+          ['created', admin.id],
+        ],
+      );
+    });
+
+    test('rotate secret: the new secret is shown once and signs; the overlap is as asked; audited', async () => {
+      const { id, secret: first } = await createThroughPanel();
+      const before = await stored(id);
+      let { page } = await act(id, 'rotate-secret', { overlap_hours: '0' });
+      assert.match(page, /Signing secret rotated/);
+      assert.match(page, /The previous secret no longer signs\./);
+      const second = fieldValue(page, 'new-webhook-secret');
+      assert.ok(second !== undefined && second !== first);
+      assert.equal(page.match(SECRET)?.length, 1);
+      assert.equal((await client.get(`${WEBHOOKS}/${id}`)).body.match(SECRET), null, 'shown once');
+      assert.notEqual((await stored(id))?.secret, before?.secret);
+      assert.equal((await stored(id))?.previous_secret, null);
+
+      await act(id, 'test');
+      await receiver.waitFor(1);
+      const [received] = receiver.received as [Received];
+      assert.deepEqual(verify(second, received), received.json);
+      assert.throws(() => verify(first, received), 'the old secret no longer signs');
+
+      ({ page } = await act(id, 'rotate-secret', { overlap_hours: '48' }));
+      const third = fieldValue(page, 'new-webhook-secret') as string;
+      const until = (await stored(id))?.previous_secret_expires_at;
+      assert.ok(until !== null && until !== undefined);
+      assert.ok(Math.abs(Date.parse(until) - Date.now() - 48 * 3_600_000) < 60_000);
+      assert.match(page, new RegExp(`The previous secret also signs every message until ${until}\\.`));
+      assert.match(text(page), /Previous secret Also signs until/);
+      await act(id, 'test');
+      await receiver.waitFor(2);
+      const overlap = receiver.received[1] as Received;
+      assert.deepEqual(verify(third, overlap), overlap.json);
+      assert.deepEqual(verify(second, overlap), overlap.json, 'both sign during the overlap');
+
+      const unchanged = (await stored(id))?.secret;
+      ({ page } = await act(id, 'rotate-secret', { overlap_hours: 'a week' }));
+      assert.match(page, /Nothing was changed: overlap must be a number of hours from 0 to 720/);
+      assert.equal((await stored(id))?.secret, unchanged);
+      assert.equal(page.match(SECRET), null);
+
+      assert.deepEqual(
+        (await history(id)).map((event) => [event.action, event.actor, event.detail]),
+        [
+          ['secret rotated', admin.id, `previous secret valid until ${until}`],
+          ['secret rotated', admin.id, 'no overlap'],
+          ['created', admin.id, `url ${receiver.url()}, events *`],
+        ],
+      );
+    });
+
+    test('resend moves the position to the cursor or to latest; a bad cursor changes nothing; audited', async () => {
+      const { id } = await createThroughPanel();
+      const start = (await stored(id))?.position ?? -1;
+      await seedIncidents(ctx.db, accountId, 3);
+      assert.equal((await webhookService.show(ctx.db, id)).lag, 3);
+
+      let { page } = await act(id, 'resend', { cursor: 'latest' });
+      assert.match(page, /Deliveries restart from the latest change: nothing is waiting to be sent\./);
+      assert.equal((await stored(id))?.position, start + 3);
+      assert.match(page, /<dd id="webhook-lag">0 changes not delivered yet<\/dd>/);
+
+      const cursor = await changeFeedService.cursorAfter(ctx.db, accountId, start + 1);
+      ({ page } = await act(id, 'resend', { cursor: ` ${cursor} ` }));
+      assert.match(page, /Resending from that cursor: up to 2 changes will be sent again, in order\./);
+      assert.equal((await stored(id))?.position, start + 1);
+
+      for (const [bad, message] of [
+        ['not-a-cursor', /Nothing was changed: cursor is not a \/changes cursor of this account/],
+        ['  ', /Nothing was changed: enter a cursor/],
+        [
+          await changeFeedService.cursorAfter(ctx.db, await seedAccount(ctx.db), 0),
+          /not a \/changes cursor of this account/,
+        ],
+      ] as const) {
+        ({ page } = await act(id, 'resend', { cursor: bad }));
+        assert.match(page, message);
+        assert.equal((await stored(id))?.position, start + 1);
+      }
+
+      assert.deepEqual(
+        (await history(id)).slice(0, 2).map((event) => [event.action, event.actor, event.detail]),
+        [
+          ['resend', admin.id, `from seq ${start + 1}`],
+          ['resend', admin.id, `from seq ${start + 3} (latest)`],
+        ],
+      );
+    });
+
+    test('delete asks for confirmation, then removes the endpoint; audited', async () => {
+      const { id } = await createThroughPanel();
+      const confirmation = await client.get(`${WEBHOOKS}/${id}/delete`);
+      assert.equal(confirmation.statusCode, 200);
+      assert.match(confirmation.body, /Deleting is permanent\./);
+      assert.equal((await stored(id))?.id, id, 'opening the confirmation deletes nothing');
+      const res = await client.submit(confirmation.body, `${WEBHOOKS}/${id}/delete`);
+      assert.equal(res.statusCode, 303);
+      assert.equal(res.headers.location, WEBHOOKS);
+      const list = (await client.get(WEBHOOKS)).body;
+      assert.match(
+        list,
+        new RegExp(`Webhook endpoint ${receiver.url()} deleted: nothing more is sent to it\\.`),
+      );
+      assert.ok(!list.includes(`data-endpoint-id="${id}"`));
+      assert.equal(await stored(id), undefined);
+      assert.equal((await client.get(`${WEBHOOKS}/${id}`)).statusCode, 404);
+      assert.deepEqual(
+        (await history(id)).map((event) => [event.action, event.actor]),
+        [
+          ['deleted', admin.id],
+          ['created', admin.id],
+        ],
+      );
+    });
+
+    test('past retention: the page says so, and enabling needs the confirmation that restarts it from latest', async () => {
+      const { id } = await createThroughPanel();
+      await act(id, 'disable');
+      const account = await ctx.db
+        .selectFrom('accounts')
+        .select('data_version')
+        .where('id', '=', accountId)
+        .executeTakeFirstOrThrow();
+      const head = Number(account.data_version) + 100;
+      // The feed purged deletions past the endpoint's position, as CHANGES_RETENTION_DAYS would.
+      await ctx.db
+        .updateTable('accounts')
+        .set({ changes_purged_seq: head - 1, data_version: head })
+        .where('id', '=', accountId)
+        .execute();
+      try {
+        const page = (await client.get(`${WEBHOOKS}/${id}`)).body;
+        assert.match(page, /<h2 id="past-retention-heading">Past the feed's retention<\/h2>/);
+        assert.match(page, /Past retention<\/span>/);
+        assert.match(
+          page,
+          new RegExp(`<a class="button" href="${WEBHOOKS}/${id}/enable">Enable and restart from latest…</a>`),
+        );
+        assert.doesNotMatch(page, /Enable endpoint<\/button>/);
+        assert.match(rowOf((await client.get(WEBHOOKS)).body, id), /Past retention/);
+
+        // A plain enable (a forged or stale form) is refused.
+        const refused = await client.submit(page, `${WEBHOOKS}/${id}/enable`);
+        assert.equal(refused.statusCode, 303);
+        assert.match(
+          (await client.get(`${WEBHOOKS}/${id}`)).body,
+          /Nothing was changed: its position is older than the changes feed keeps, so it can only restart from the latest change/,
+        );
+        assert.equal((await stored(id))?.state, 'disabled');
+
+        const confirmation = await client.get(`${WEBHOOKS}/${id}/enable`);
+        assert.equal(confirmation.statusCode, 200);
+        assert.match(
+          confirmation.body,
+          /the changes made while it was stopped, deletions included, are never sent to it/,
+        );
+        assert.match(
+          confirmation.body,
+          /<input id="restart-confirm" name="from_latest" type="checkbox" value="confirmed" required>/,
+        );
+        await client.submit(confirmation.body, `${WEBHOOKS}/${id}/enable`, { from_latest: 'yes' });
+        assert.equal((await stored(id))?.state, 'disabled', 'only the confirmation’s own value counts');
+
+        const res = await client.submit(confirmation.body, `${WEBHOOKS}/${id}/enable`, {
+          from_latest: 'confirmed',
+        });
+        assert.equal(res.statusCode, 303);
+        assert.equal(res.headers.location, `${WEBHOOKS}/${id}`);
+        const enabled = (await client.get(`${WEBHOOKS}/${id}`)).body;
+        assert.match(
+          enabled,
+          /Webhook endpoint enabled from the latest change: the changes made while it was stopped are not sent\./,
+        );
+        assert.doesNotMatch(enabled, /past-retention-heading/);
+        const row = await stored(id);
+        assert.equal(row?.state, 'active');
+        assert.equal(row?.position, head);
+        const [event] = await history(id);
+        assert.deepEqual(
+          [event?.action, event?.actor, event?.detail],
+          ['enabled', admin.id, `restarted from the head (seq ${head})`],
+        );
+
+        // Not needed (or offered) for an endpoint the feed still holds.
+        const again = await client.get(`${WEBHOOKS}/${id}/enable`);
+        assert.equal(again.statusCode, 303);
+        assert.equal(again.headers.location, `${WEBHOOKS}/${id}`);
+      } finally {
+        await ctx.db
+          .updateTable('accounts')
+          .set({ changes_purged_seq: 0 })
+          .where('id', '=', accountId)
+          .execute();
+      }
+    });
+
+    test('bad input is shown as a message and adds nothing', async () => {
+      const count = async () => (await webhookService.list(ctx.db, accountId)).length;
+      const before = await count();
+      const cases: [Record<string, string>, RegExp][] = [
+        [
+          { url: 'not a url' },
+          /The endpoint was not added: url must be an absolute https:\/\/ URL \(got &quot;not a url&quot;\)\./,
+        ],
+        [
+          { url: 'ftp://example.com/x' },
+          /The endpoint was not added: url must start with https:\/\/ or http:\/\//,
+        ],
+        [
+          { events: 'incident.created, incident.nope' },
+          /The endpoint was not added: unknown event type &quot;incident\.nope&quot;/,
+        ],
+        [
+          { description: 'x'.repeat(201) },
+          /The endpoint was not added: description must be at most 200 characters\./,
+        ],
+      ];
+      for (const [form, message] of cases) {
+        const list = await client.get(WEBHOOKS);
+        const res = await client.submit(list.body, WEBHOOKS, { url: receiver.url(), events: '*', ...form });
+        assert.equal(res.statusCode, 303);
+        assert.equal(res.headers.location, WEBHOOKS);
+        const page = (await client.get(WEBHOOKS)).body;
+        assert.match(page, message);
+        assert.match(page, /class="flash flash-error" role="alert"/);
+      }
+      assert.equal(await count(), before);
+    });
+
+    test('a private or plain-http URL is refused when WEBHOOKS_ALLOW_PRIVATE is not set, and nothing is added', async () => {
+      const strict = await createTestContext(store);
+      try {
+        const account = await seedAccount(strict.db);
+        const user = await seedUser(strict.db, account);
+        const strictClient = new AdminClient(strict.app);
+        assert.equal((await strictClient.signIn(user.email)).statusCode, 303);
+        const cases: [string, RegExp][] = [
+          [
+            'https://127.0.0.1/x',
+            /The endpoint was not added: url refused: 127\.0\.0\.1 \(loopback\) is not a public address; webhooks go to public addresses only\./,
+          ],
+          ['https://10.1.2.3/hook', /url refused: 10\.1\.2\.3 \(RFC 1918 private\) is not a public address/],
+          [
+            'http://93.184.215.14/hook',
+            /url must start with https:\/\/ \(got &quot;http:\/\/93\.184\.215\.14\/hook&quot;\); http:\/\/ is allowed only with WEBHOOKS_ALLOW_PRIVATE=true/,
+          ],
+        ];
+        for (const [url, message] of cases) {
+          const list = await strictClient.get(WEBHOOKS);
+          const res = await strictClient.submit(list.body, WEBHOOKS, { url, events: '*' });
+          assert.equal(res.statusCode, 303);
+          assert.equal(res.headers.location, WEBHOOKS);
+          assert.match((await strictClient.get(WEBHOOKS)).body, message);
+        }
+        assert.deepEqual(await webhookService.list(strict.db, account), []);
+        assert.deepEqual(await webhookService.history(strict.db, randomUUID(), account, 10), []);
+        const audit = await strict.db
+          .selectFrom('audit_events')
+          .select('id')
+          .where('account_id', '=', account)
+          .execute();
+        assert.equal(audit.length, 0, 'nothing audited');
+      } finally {
+        await strict.close();
+      }
+    });
+
+    test('an account without API access cannot add endpoints: refused with the reason, nothing added', async () => {
+      const account = await seedAccount(ctx.db, { name: 'Planless' });
+      const user = await seedUser(ctx.db, account);
+      const planless = new AdminClient(ctx.app, '192.0.2.200');
+      assert.equal((await planless.signIn(user.email)).statusCode, 303);
+      const list = await planless.get(WEBHOOKS);
+      assert.equal(list.statusCode, 200);
+      await ctx.db.updateTable('accounts').set({ api_access: 0 }).where('id', '=', account).execute();
+      const res = await planless.submit(list.body, WEBHOOKS, { url: receiver.url(), events: '*' });
+      assert.equal(res.statusCode, 403);
+      assert.match(res.body, /Access refused/);
+      assert.match(
+        res.body,
+        /The plan of Planless does not include API access, so API keys and webhooks cannot be managed\./,
+      );
+      assert.deepEqual(await webhookService.list(ctx.db, account), []);
+      // The service refuses it on its own too (the command line goes there directly).
+      await assert.rejects(
+        webhookService.create(ctx.services.webhookDeps, {
+          accountId: account,
+          url: receiver.url(),
+          actor: user.id,
+        }),
+        /the plan of account .* does not include API access/,
+      );
+    });
+
+    test('every form refuses a missing or wrong CSRF token with 403 and changes nothing', async () => {
+      const { id } = await createThroughPanel();
+      const endpointsBefore = (await webhookService.list(ctx.db, accountId)).length;
+      const rowBefore = await stored(id);
+      const eventsBefore = (await history(id)).length;
+      const token =
+        /name="_csrf" value="([^"]+)"/.exec((await client.get(`${WEBHOOKS}/${id}`)).body)?.[1] ?? '';
+      const forms: [string, Record<string, string>][] = [
+        [WEBHOOKS, { url: receiver.url(), events: '*' }],
+        ...ENDPOINT_POSTS.map((action): [string, Record<string, string>] => [
+          `${WEBHOOKS}/${id}/${action}`,
+          { cursor: 'latest', overlap_hours: '0', from_latest: 'confirmed' },
+        ]),
+      ];
+      for (const [url, form] of forms) {
+        const attempts = [
+          await client.post(url, form),
+          await client.post(url, { ...form, _csrf: 'forged-token-forged-token-forged-token-0000' }),
+          // The right token without the session cookie: a cross-site form cannot send both.
+          await ctx.app.inject({
+            method: 'POST',
+            url,
+            headers: { 'content-type': 'application/x-www-form-urlencoded' },
+            payload: new URLSearchParams({ ...form, _csrf: token }).toString(),
+          }),
+        ];
+        for (const res of attempts) {
+          assert.equal(res.statusCode, 403, url);
+          assert.match(res.body, CSRF_REFUSED);
+        }
+      }
+      assert.deepEqual(await stored(id), rowBefore);
+      assert.equal((await history(id)).length, eventsBefore);
+      assert.equal((await webhookService.list(ctx.db, accountId)).length, endpointsBefore);
+      assert.equal(receiver.received.length, 0, 'no test event was sent');
+    });
+
+    test('an Admin (not a Super Admin) gets 403 on every webhook page and form, and nothing changes', async () => {
+      const { id } = await createThroughPanel();
+      await act(id, 'disable');
+      const rowBefore = await stored(id);
+      const eventsBefore = (await history(id)).length;
+      const endpointsBefore = (await webhookService.list(ctx.db, accountId)).length;
+      const routes: [method: 'GET' | 'POST', url: string][] = [
+        ['GET', WEBHOOKS],
+        ['GET', `${WEBHOOKS}/${id}`],
+        ['GET', `${WEBHOOKS}/${id}/delete`],
+        ['GET', `${WEBHOOKS}/${id}/enable`],
+        ['POST', WEBHOOKS],
+        ...ENDPOINT_POSTS.map((action): ['POST', string] => ['POST', `${WEBHOOKS}/${id}/${action}`]),
+      ];
+      // Signed in while a Super Admin, then demoted: each request is refused and ends the session,
+      // which is put back as it was before the next one (a sign-in per route would cost a real scrypt).
+      const user = await seedUser(ctx.db, accountId);
+      const demoted = new AdminClient(ctx.app, '198.51.100.7');
+      assert.equal((await demoted.signIn(user.email)).statusCode, 303);
+      const page = (await demoted.get(`${WEBHOOKS}/${id}`)).body;
+      const session = await ctx.db
+        .selectFrom('admin_sessions')
+        .selectAll()
+        .where('user_id', '=', user.id)
+        .executeTakeFirstOrThrow();
+      const cookies = new Map(demoted.cookies);
+      await ctx.db.updateTable('users').set({ role: 'admin' }).where('id', '=', user.id).execute();
+      for (const [method, url] of routes) {
+        await ctx.db.deleteFrom('admin_sessions').where('id_hash', '=', session.id_hash).execute();
+        await ctx.db.insertInto('admin_sessions').values(session).execute();
+        for (const [name, value] of cookies) demoted.cookies.set(name, value);
+        const res =
+          method === 'GET'
+            ? await demoted.get(url)
+            : await demoted.submit(page, url, {
+                url: receiver.url(),
+                cursor: 'latest',
+                overlap_hours: '0',
+                from_latest: 'confirmed',
+              });
+        assert.equal(res.statusCode, 403, `${method} ${url}`);
+        assert.match(res.body, /Access refused/);
+        assert.match(
+          res.body,
+          /Managing API keys and webhooks requires the Super Admin role; your role is Admin\./,
+        );
+        assert.doesNotMatch(res.body, new RegExp(receiver.url()), 'nothing of the endpoint is shown');
+        const ended = await ctx.db
+          .selectFrom('admin_sessions')
+          .select('id_hash')
+          .where('id_hash', '=', session.id_hash)
+          .executeTakeFirst();
+        assert.equal(ended, undefined, 'the refusal ends the session');
+      }
+      assert.deepEqual(await stored(id), rowBefore);
+      assert.equal((await history(id)).length, eventsBefore);
+      assert.equal((await webhookService.list(ctx.db, accountId)).length, endpointsBefore);
+      assert.equal(receiver.received.length, 0);
+    });
+
+    test("another account's endpoint is treated exactly like a missing one, and nothing changes", async () => {
+      const other = await seedAccount(ctx.db);
+      const { endpoint: foreign } = await webhookService.create(ctx.services.webhookDeps, {
+        accountId: other,
+        url: receiver.url('/foreign'),
+        actor: 'cli',
+      });
+      const rowBefore = await stored(foreign.id);
+      const missing = randomUUID();
+      for (const suffix of ['', '/delete', '/enable']) {
+        const [theirs, none] = [
+          await client.get(`${WEBHOOKS}/${foreign.id}${suffix}`),
+          await client.get(`${WEBHOOKS}/${missing}${suffix}`),
+        ];
+        assert.equal(theirs.statusCode, 404);
+        assert.equal(none.statusCode, 404);
+        assert.match(theirs.body, /Webhook endpoint not found/);
+        assert.equal(theirs.body, none.body);
+        assert.ok(!theirs.body.includes('/foreign'));
+      }
+      const page = (await client.get(WEBHOOKS)).body;
+      for (const action of ENDPOINT_POSTS) {
+        for (const endpointId of [foreign.id, missing]) {
+          const res = await client.submit(page, `${WEBHOOKS}/${endpointId}/${action}`, {
+            cursor: 'latest',
+            overlap_hours: '0',
+            from_latest: 'confirmed',
+          });
+          assert.equal(res.statusCode, 303, action);
+          assert.equal(res.headers.location, WEBHOOKS);
+          const shown = (await client.get(WEBHOOKS)).body;
+          assert.match(
+            shown,
+            new RegExp(`Nothing was changed: no webhook endpoint with id &quot;${endpointId}&quot;\\.`),
+          );
+        }
+      }
+      assert.deepEqual(await stored(foreign.id), rowBefore);
+      assert.equal(receiver.received.length, 0, 'no test event was sent to it');
+      assert.deepEqual(
+        (await history(foreign.id, other)).map((event) => event.action),
+        ['created'],
+      );
+      assert.ok(!(await client.get(WEBHOOKS)).body.includes(foreign.id), 'not listed');
+    });
+  });
+}
