@@ -1,5 +1,10 @@
 import type { Kysely } from 'kysely';
-import { changeRepository, type RecordTable, type SeqRange } from '../db/repositories/changes.ts';
+import {
+  changeRepository,
+  type FeedState,
+  type RecordTable,
+  type SeqRange,
+} from '../db/repositories/changes.ts';
 import type { NamedResourceTable } from '../db/repositories/named-resources.ts';
 import type { Database } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
@@ -113,6 +118,25 @@ const TABLE_OF: Record<Change['type'], RecordTable> = {
 /** A change as webhooks send it: with the seq at which its record entered the view (upserts). */
 export type EnteredChange = Change & { createdSeq: number };
 
+/**
+ * Runs `read` in one read-only snapshot (PostgreSQL: repeatable read; SQLite: a read transaction)
+ * with where the account's feed stands in it. The caller's key check or endpoint found the account:
+ * it is missing here only in a race with its removal, which reads as an empty feed.
+ */
+function inFeedSnapshot<T>(
+  db: Kysely<Database>,
+  accountId: string,
+  read: (trx: Kysely<Database>, feed: FeedState) => Promise<T>,
+): Promise<T> {
+  return db
+    .transaction()
+    .setIsolationLevel('repeatable read')
+    .setAccessMode('read only')
+    .execute(async (trx) =>
+      read(trx, (await changeRepository.feedState(trx, accountId)) ?? { head: 0, purgedSeq: 0 }),
+    );
+}
+
 export const changeFeedService = {
   /**
    * One page of the account's feed. The head and every table are read in one snapshot (PostgreSQL:
@@ -134,33 +158,24 @@ export const changeFeedService = {
     const issue = (position: number, bound: number) =>
       cursors.encode(accountId, { position, bound, issuedAt: now });
 
-    return db
-      .transaction()
-      .setIsolationLevel('repeatable read')
-      .setAccessMode('read only')
-      .execute(async (trx) => {
-        // The key check found the account: it is never missing here but for a race with its removal.
-        const { head, purgedSeq } = (await changeRepository.feedState(trx, accountId)) ?? {
-          head: 0,
-          purgedSeq: 0,
-        };
-        // A bound past the head is a cursor from data this store no longer has (a restore); a
-        // position below the purged seq may have missed a deletion that is gone.
-        if (held !== null && (held.bound > head || held.position < purgedSeq)) {
-          throw ApiError.cursorExpired(retentionDays);
-        }
-        if (cursor === LATEST_CURSOR) return { data: [], next_cursor: issue(head, head), has_more: false };
+    return inFeedSnapshot(db, accountId, async (trx, { head, purgedSeq }) => {
+      // A bound past the head is a cursor from data this store no longer has (a restore); a
+      // position below the purged seq may have missed a deletion that is gone.
+      if (held !== null && (held.bound > head || held.position < purgedSeq)) {
+        throw ApiError.cursorExpired(retentionDays);
+      }
+      if (cursor === LATEST_CURSOR) return { data: [], next_cursor: issue(head, head), has_more: false };
 
-        const position = held?.position ?? 0;
-        const bound = held === null || held.position === held.bound ? head : held.bound;
-        // One more than the page: whether the pass goes on after it.
-        const changes = await readChanges(trx, accountId, { after: position, upTo: bound, limit: limit + 1 });
-        const data = changes.slice(0, limit);
-        // Past the page's last change, the pass holds nothing (the seqs left were records that
-        // changed again, beyond the bound): the pass is done, and the next request begins the next.
-        const next = changes.length > limit ? (data[limit - 1]?.seq ?? bound) : bound;
-        return { data, next_cursor: issue(next, bound), has_more: next < head };
-      });
+      const position = held?.position ?? 0;
+      const bound = held === null || held.position === held.bound ? head : held.bound;
+      // One more than the page: whether the pass goes on after it.
+      const changes = await readChanges(trx, accountId, { after: position, upTo: bound, limit: limit + 1 });
+      const data = changes.slice(0, limit);
+      // Past the page's last change, the pass holds nothing (the seqs left were records that
+      // changed again, beyond the bound): the pass is done, and the next request begins the next.
+      const next = changes.length > limit ? (data[limit - 1]?.seq ?? bound) : bound;
+      return { data, next_cursor: issue(next, bound), has_more: next < head };
+    });
   },
 
   /**
@@ -173,31 +188,23 @@ export const changeFeedService = {
     after: number,
     limit: number,
   ): Promise<{ head: number; purgedSeq: number; changes: EnteredChange[] }> {
-    return db
-      .transaction()
-      .setIsolationLevel('repeatable read')
-      .setAccessMode('read only')
-      .execute(async (trx) => {
-        const { head, purgedSeq } = (await changeRepository.feedState(trx, accountId)) ?? {
-          head: 0,
-          purgedSeq: 0,
-        };
-        if (head <= after) return { head, purgedSeq, changes: [] };
-        const changes = await readChanges(trx, accountId, { after, upTo: head, limit });
-        const entered = new Map<Change['type'], Map<string, number>>();
-        for (const type of Object.keys(TABLE_OF) as Change['type'][]) {
-          const ids = changes.filter((c) => c.type === type && c.op === 'upsert').map((c) => c.id);
-          entered.set(type, await changeRepository.createdSeqs(trx, TABLE_OF[type], accountId, ids));
-        }
-        return {
-          head,
-          purgedSeq,
-          changes: changes.map((change) => ({
-            ...change,
-            createdSeq: entered.get(change.type)?.get(change.id) ?? 0,
-          })),
-        };
-      });
+    return inFeedSnapshot(db, accountId, async (trx, { head, purgedSeq }) => {
+      if (head <= after) return { head, purgedSeq, changes: [] };
+      const changes = await readChanges(trx, accountId, { after, upTo: head, limit });
+      const entered = new Map<Change['type'], Map<string, number>>();
+      for (const type of Object.keys(TABLE_OF) as Change['type'][]) {
+        const ids = changes.filter((c) => c.type === type && c.op === 'upsert').map((c) => c.id);
+        entered.set(type, await changeRepository.createdSeqs(trx, TABLE_OF[type], accountId, ids));
+      }
+      return {
+        head,
+        purgedSeq,
+        changes: changes.map((change) => ({
+          ...change,
+          createdSeq: entered.get(change.type)?.get(change.id) ?? 0,
+        })),
+      };
+    });
   },
 
   /** A `/changes` cursor just after `seq`: a client continues the feed from there. */
