@@ -15,7 +15,7 @@ import { InputError } from '../errors.ts';
 import { parseEventFilter, TEST_EVENT_TYPE } from '../webhooks/events.ts';
 import type { OutboundClient, PostResult } from '../webhooks/outbound.ts';
 import { testEventBody } from '../webhooks/payload.ts';
-import { generateSecret, signedHeaders, testWebhookId } from '../webhooks/signing.ts';
+import { generateSecret, signedHeaders, signingKeys, testWebhookId } from '../webhooks/signing.ts';
 import { changeCursors } from './change-cursor.ts';
 import { changeFeedService, LATEST_CURSOR } from './change-feed-service.ts';
 import { secretBox } from './webhook-secret-box.ts';
@@ -437,7 +437,7 @@ export const webhookService = {
     const webhookId = testWebhookId();
     const result = await outbound.post(
       row.url,
-      { ...signedHeaders(webhookId, Math.floor(now.getTime() / 1000), body, secrets) },
+      { ...signedHeaders(webhookId, Math.floor(now.getTime() / 1000), body, signingKeys(secrets)) },
       body,
     );
     await webhookRepository.recordAttempts(db, [

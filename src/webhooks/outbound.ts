@@ -167,16 +167,23 @@ export class OutboundClient {
   ): Promise<PostResult> {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
+    // One controller and one timer per attempt, both let go at its end (AbortSignal.timeout and
+    // AbortSignal.any would leave a timer and a signal behind for each of thousands a second).
+    const attempt = new AbortController();
+    const timer = setTimeout(
+      () => attempt.abort(new DOMException('timeout', 'TimeoutError')),
+      this.options.timeoutMs,
+    );
+    const stop = () => attempt.abort(signal?.reason);
+    signal?.addEventListener('abort', stop, { once: true });
+    if (signal?.aborted === true) stop();
     try {
       const answer = await request(url, {
         method: 'POST',
         dispatcher: this.agent,
         headers: { ...headers, 'content-type': 'application/json', 'user-agent': USER_AGENT },
         body,
-        signal:
-          signal === undefined
-            ? AbortSignal.timeout(this.options.timeoutMs)
-            : AbortSignal.any([signal, AbortSignal.timeout(this.options.timeoutMs)]),
+        signal: attempt.signal,
         headersTimeout: this.options.timeoutMs,
         bodyTimeout: this.options.timeoutMs,
       });
@@ -189,6 +196,9 @@ export class OutboundClient {
       };
     } catch (error) {
       return { status: null, error: describeFailure(error, this.options.timeoutMs), durationMs: elapsed() };
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', stop);
     }
   }
 

@@ -1,4 +1,4 @@
-import { createHash, createHmac, randomBytes } from 'node:crypto';
+import { createHash, createHmac, createSecretKey, type KeyObject, randomBytes } from 'node:crypto';
 
 /**
  * Standard Webhooks signatures (https://www.standardwebhooks.com, DESIGN.md "Webhooks"): a secret
@@ -15,10 +15,15 @@ export function generateSecret(): string {
   return `${SECRET_PREFIX}${randomBytes(SECRET_BYTES).toString('base64')}`;
 }
 
-function secretKey(secret: string): Buffer {
-  return Buffer.from(
-    secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret,
-    'base64',
+/**
+ * The keys of `secrets` (newest first), ready to sign with: KeyObjects, made once per batch of
+ * events, because createHmac prepares a raw key anew at every call, at 6 times the cost.
+ */
+export function signingKeys(secrets: readonly string[]): KeyObject[] {
+  return secrets.map((secret) =>
+    createSecretKey(
+      Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64'),
+    ),
   );
 }
 
@@ -28,17 +33,15 @@ export interface SignedHeaders {
   'webhook-signature': string;
 }
 
-/** The three Standard Webhooks headers of one attempt, signed with every secret in `secrets`. */
+/** The three Standard Webhooks headers of one attempt, signed with every key of `signingKeys`. */
 export function signedHeaders(
   webhookId: string,
   timestampSeconds: number,
   body: string,
-  secrets: readonly string[],
+  keys: readonly KeyObject[],
 ): SignedHeaders {
   const signed = `${webhookId}.${timestampSeconds}.${body}`;
-  const signatures = secrets.map(
-    (secret) => `v1,${createHmac('sha256', secretKey(secret)).update(signed).digest('base64')}`,
-  );
+  const signatures = keys.map((key) => `v1,${createHmac('sha256', key).update(signed).digest('base64')}`);
   return {
     'webhook-id': webhookId,
     'webhook-timestamp': String(timestampSeconds),

@@ -1,7 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
-import { changeWebhookId, generateSecret, signedHeaders, testWebhookId } from '../../src/webhooks/signing.ts';
+import {
+  changeWebhookId,
+  generateSecret,
+  signedHeaders,
+  signingKeys,
+  testWebhookId,
+} from '../../src/webhooks/signing.ts';
 
 // Our signatures are checked with the `standardwebhooks` package, an independent implementation
 // of the specification, never with our own signer.
@@ -23,7 +29,7 @@ describe('webhook signing', () => {
       data: { id: 'x', seq: 7, note: 'é ✓ "quoted"' },
     });
     const timestamp = Math.floor(Date.now() / 1000);
-    const headers = signedHeaders('msg_abc', timestamp, body, [secret]);
+    const headers = signedHeaders('msg_abc', timestamp, body, signingKeys([secret]));
     assert.match(headers['webhook-signature'], /^v1,[A-Za-z0-9+/]{43}=$/);
     assert.deepEqual(new Webhook(secret).verify(body, { ...headers }), JSON.parse(body));
     assert.throws(() => new Webhook(secret).verify(`${body} `, { ...headers }));
@@ -37,7 +43,12 @@ describe('webhook signing', () => {
   test('during an overlap both secrets sign: a receiver holding either one verifies', () => {
     const [next, previous] = [generateSecret(), generateSecret()];
     const body = '{"type":"user.updated"}';
-    const headers = signedHeaders('msg_1', Math.floor(Date.now() / 1000), body, [next, previous]);
+    const headers = signedHeaders(
+      'msg_1',
+      Math.floor(Date.now() / 1000),
+      body,
+      signingKeys([next, previous]),
+    );
     assert.equal(headers['webhook-signature'].split(' ').length, 2);
     assert.ok(new Webhook(next).verify(body, { ...headers }));
     assert.ok(new Webhook(previous).verify(body, { ...headers }));

@@ -121,12 +121,15 @@ export const changeRepository = {
     ids: string[],
   ): Promise<Map<string, number>> {
     if (ids.length === 0) return new Map();
+    // By primary key alone, the account checked here: with `account_id` in the WHERE, SQLite
+    // (no planner statistics) walks the account's whole index instead of looking the ids up.
     const rows = await db
       .selectFrom(table)
-      .select(['id', 'created_seq'])
-      .where('account_id', '=', accountId)
+      .select(['id', 'account_id', 'created_seq'])
       .where('id', 'in', ids)
       .execute();
-    return new Map(rows.map((row) => [row.id, row.created_seq]));
+    return new Map(
+      rows.filter((row) => row.account_id === accountId).map((row) => [row.id, row.created_seq]),
+    );
   },
 };
