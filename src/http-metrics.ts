@@ -56,9 +56,12 @@ export class HttpMetrics {
   // Route pattern → method → series. Both keys come from small fixed sets (the route table, and
   // the methods Node's parser accepts), never from the raw URL, so the maps stay bounded.
   private readonly routes = new Map<string, Map<string, RouteSeries>>();
+  /** Responses counted, in all. */
+  responses = 0;
 
   /** Counts one response of `method` on `route` (a route pattern, or `unmatched`). */
   record(method: string, route: string, status: number, seconds: number): void {
+    this.responses += 1;
     let byMethod = this.routes.get(route);
     if (byMethod === undefined) {
       byMethod = new Map();

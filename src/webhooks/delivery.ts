@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout as pause } from 'node:timers/promises';
 import type { Insertable, Kysely } from 'kysely';
 import pg from 'pg';
 import { Counter, Gauge, Histogram, type Metric } from 'prom-client';
@@ -12,9 +13,10 @@ import { changeCursors } from '../services/change-cursor.ts';
 import { changeFeedService } from '../services/change-feed-service.ts';
 import { signingSecrets } from '../services/webhook-service.ts';
 import { matchesFilter } from './events.ts';
+import { DeliveryGovernor } from './governor.ts';
 import type { OutboundClient, PostResult } from './outbound.ts';
 import { changeEventBody, eventType } from './payload.ts';
-import { changeWebhookId, signedHeaders } from './signing.ts';
+import { changeWebhookId, signedHeaders, signingKeys } from './signing.ts';
 
 /**
  * The delivery of webhooks (DESIGN.md, "Webhooks"; docs/webhooks.md): each server instance runs a
@@ -47,6 +49,10 @@ const BATCH = 200;
 const FLUSH_MS = 250;
 /** How often SQLite's commit watch is looked at: a 48-byte read, no SQL. */
 const COMMIT_WATCH_MS = 100;
+/** The deliveries of one instance, in all, while its event loop is saturated by API requests (./governor.ts). */
+const EVENTS_PER_SECOND_WHEN_BUSY = 100;
+/** The pause before a worker tries again after the store failed it, on average. */
+const STORE_RETRY_MS = 1000;
 /** Endpoints one instance takes per claim. */
 const CLAIM_LIMIT = 500;
 /** Before reconnecting the LISTEN connection after it failed. */
@@ -223,62 +229,81 @@ class EndpointWorker {
     return Date.now() + this.dispatcher.options.timeoutMs < this.leaseUntil;
   }
 
+  /**
+   * Steps until the endpoint is no longer this worker's. A step the store fails (an outage, a pool
+   * queue that is full, SQLite's write lock held by an import) is tried again after a pause: the
+   * lease is still held, and a worker that ended here would leave its endpoint undelivered.
+   */
   private async loop(): Promise<void> {
-    const { db } = this.dispatcher.options;
     while (!this.stopped) {
-      const row = await webhookRepository.findLeased(db, this.id, this.dispatcher.instanceId);
-      if (row === undefined || row.state !== 'active') break;
-      this.position = row.position;
-      this.head = row.head;
-      // Without API access, nothing leaves; the position waits for the plan to come back.
-      if (row.api_access !== 1) {
-        await this.sleeper.sleep(null);
-        continue;
+      try {
+        if (!(await this.step())) break;
+      } catch (error) {
+        if (!isStoreUnavailable(error)) throw error;
+        // What was read before the failure may not have been delivered: read again.
+        this.poked = true;
+        // Jittered: workers the store failed together (a full pool) do not come back together.
+        const wait = STORE_RETRY_MS * (0.5 + Math.random());
+        await pause(wait, undefined, { signal: this.abort.signal }).catch(() => {});
       }
-      if (row.position < row.purged_seq) {
-        await this.disable(
-          row,
-          'its position is older than the changes feed keeps (CHANGES_RETENTION_DAYS): resend from latest to restart it',
-        );
-        break;
-      }
-      const retryAt = row.next_attempt_at === null ? 0 : Date.parse(row.next_attempt_at);
-      if (retryAt > Date.now()) {
-        await this.sleeper.sleep(retryAt - Date.now());
-        continue;
-      }
-      if (!this.poked && row.failing_since === null) {
-        await this.sleeper.sleep(null);
-        continue;
-      }
-      // A POST must not outlast the lease: wait for the next renewal.
-      if (!this.leaseHolds()) {
-        await this.sleeper.sleep((this.dispatcher.options.leaseSeconds * 1000) / 3);
-        continue;
-      }
-      this.poked = false;
-      const batch = await changeFeedService.after(db, row.account_id, row.position, BATCH);
-      this.head = batch.head;
-      if (batch.changes.length === 0) {
-        this.waitingSince = null;
-        // Seqs with no change left (a change to the account itself, records that changed again):
-        // nothing to send up to the head, so the position moves there and the lag reads 0.
-        if (batch.head > row.position) {
-          const held = await webhookRepository.updateLeased(db, row.id, this.dispatcher.instanceId, {
-            position: batch.head,
-            updated_at: new Date().toISOString(),
-          });
-          if (!held) break;
-          this.position = batch.head;
-        }
-        continue;
-      }
-      this.waitingSince = Date.parse(batch.changes[0]?.changed_at ?? '') || Date.now();
-      // More may follow at once: read again after this batch.
-      if (batch.changes.length === BATCH || (batch.changes.at(-1)?.seq ?? 0) < batch.head) this.poked = true;
-      if (!(await this.deliver(row, batch.changes))) break;
     }
     this.dispatcher.forget(this);
+  }
+
+  /** One read of the endpoint and, if there is something to send, one batch; false when the loop must end. */
+  private async step(): Promise<boolean> {
+    const { db } = this.dispatcher.options;
+    const row = await webhookRepository.findLeased(db, this.id, this.dispatcher.instanceId);
+    if (row === undefined || row.state !== 'active') return false;
+    this.position = row.position;
+    this.head = row.head;
+    // Without API access, nothing leaves; the position waits for the plan to come back.
+    if (row.api_access !== 1) {
+      await this.sleeper.sleep(null);
+      return true;
+    }
+    if (row.position < row.purged_seq) {
+      await this.disable(
+        row,
+        'its position is older than the changes feed keeps (CHANGES_RETENTION_DAYS): resend from latest to restart it',
+      );
+      return false;
+    }
+    const retryAt = row.next_attempt_at === null ? 0 : Date.parse(row.next_attempt_at);
+    if (retryAt > Date.now()) {
+      await this.sleeper.sleep(retryAt - Date.now());
+      return true;
+    }
+    if (!this.poked && row.failing_since === null) {
+      await this.sleeper.sleep(null);
+      return true;
+    }
+    // A POST must not outlast the lease: wait for the next renewal.
+    if (!this.leaseHolds()) {
+      await this.sleeper.sleep((this.dispatcher.options.leaseSeconds * 1000) / 3);
+      return true;
+    }
+    this.poked = false;
+    const batch = await changeFeedService.after(db, row.account_id, row.position, BATCH);
+    this.head = batch.head;
+    if (batch.changes.length === 0) {
+      this.waitingSince = null;
+      // Seqs with no change left (a change to the account itself, records that changed again):
+      // nothing to send up to the head, so the position moves there and the lag reads 0.
+      if (batch.head > row.position) {
+        const held = await webhookRepository.updateLeased(db, row.id, this.dispatcher.instanceId, {
+          position: batch.head,
+          updated_at: new Date().toISOString(),
+        });
+        if (!held) return false;
+        this.position = batch.head;
+      }
+      return true;
+    }
+    this.waitingSince = Date.parse(batch.changes[0]?.changed_at ?? '') || Date.now();
+    // More may follow at once: read again after this batch.
+    if (batch.changes.length === BATCH || (batch.changes.at(-1)?.seq ?? 0) < batch.head) this.poked = true;
+    return this.deliver(row, batch.changes);
   }
 
   /** Delivers `changes` in order until one fails; false when the loop must end (lease lost, disabled, stopped). */
@@ -289,7 +314,7 @@ class EndpointWorker {
     const { db, outbound, secretsKey } = this.dispatcher.options;
     const metrics = this.dispatcher.metrics;
     const filter = JSON.parse(row.events) as string[];
-    const secrets = await signingSecrets(db, secretsKey, row, new Date());
+    const keys = signingKeys(await signingSecrets(db, secretsKey, row, new Date()));
     const cursors = await changeCursors(db);
     const attempts: Insertable<WebhookAttemptsTable>[] = [];
     let position = row.position;
@@ -321,6 +346,8 @@ class EndpointWorker {
         position = change.seq;
         continue;
       }
+      await this.dispatcher.governor.turn(this.abort.signal);
+      if (this.stopped) break;
       const webhookId = changeWebhookId(row.id, change.seq);
       const cursor = cursors.encode(row.account_id, {
         position: change.seq,
@@ -329,7 +356,7 @@ class EndpointWorker {
       });
       const body = changeEventBody(type, change, cursor);
       const at = new Date();
-      const headers = signedHeaders(webhookId, Math.floor(at.getTime() / 1000), body, secrets);
+      const headers = signedHeaders(webhookId, Math.floor(at.getTime() / 1000), body, keys);
       const result = await outbound.post(row.url, { ...headers }, body, this.abort.signal);
       // Stopped mid-attempt: the answer, if any, is not trusted; the event is sent again later.
       if (this.stopped) break;
@@ -422,6 +449,8 @@ class EndpointWorker {
 export class WebhookDispatcher {
   readonly instanceId = randomUUID();
   readonly metrics: DeliveryMetrics;
+  /** Paces the deliveries while API requests saturate the event loop; told of them by `yieldTo`. */
+  readonly governor = new DeliveryGovernor({ eventsPerSecondWhenBusy: EVENTS_PER_SECOND_WHEN_BUSY });
   private readonly workers = new Map<string, EndpointWorker>();
   private started = false;
   private stopping = false;
@@ -440,6 +469,7 @@ export class WebhookDispatcher {
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
+    this.governor.start();
     const everyMs = Math.max(200, (this.options.leaseSeconds * 1000) / 3);
     this.tickTimer = setInterval(() => this.requestTick(), everyMs);
     if (this.options.store === 'postgres') await this.listen();
@@ -463,6 +493,7 @@ export class WebhookDispatcher {
   async stop(): Promise<void> {
     if (!this.started || this.stopping) return;
     this.stopping = true;
+    this.governor.stop();
     if (this.tickTimer !== null) clearInterval(this.tickTimer);
     if (this.watchTimer !== null) clearInterval(this.watchTimer);
     await this.ticking;
@@ -528,7 +559,9 @@ export class WebhookDispatcher {
     const until = now + leaseSeconds * 1000;
     const untilIso = new Date(until).toISOString();
     const held = new Set(
-      this.workers.size === 0 ? [] : await webhookRepository.renewLeases(db, this.instanceId, untilIso),
+      this.workers.size === 0
+        ? []
+        : await webhookRepository.renewLeases(db, this.instanceId, [...this.workers.keys()], untilIso),
     );
     for (const worker of [...this.workers.values()]) {
       if (held.has(worker.id)) worker.leaseUntil = until;

@@ -5,9 +5,21 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
+import {
+  ColumnNode,
+  type KyselyPlugin,
+  type PluginTransformQueryArgs,
+  type PluginTransformResultArgs,
+  type QueryResult,
+  type RootOperationNode,
+  type UnknownRow,
+  UpdateQueryNode,
+} from 'kysely';
 import { auditRepository } from '../../src/db/repositories/audit-events.ts';
+import { StoreUnavailableError } from '../../src/db/store-health.ts';
 import { importFile } from '../../src/import/import.ts';
 import { webhookService } from '../../src/services/webhook-service.ts';
+import { WebhookDispatcher } from '../../src/webhooks/delivery.ts';
 import { bearer, createTestContext, STORES, seedAccount, seedKey, type TestContext } from '../helpers.ts';
 import { type Received, Receiver } from './receiver.ts';
 
@@ -58,6 +70,41 @@ function verify(secret: string, received: Received): unknown {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Fails the next `count` writes of an endpoint's position (the delivery loop's flush) with `error`,
+ * as the store does to a worker in an outage, when the pool's queue is full, or when an import
+ * holds SQLite's write lock.
+ */
+class FailingPositionWrites implements KyselyPlugin {
+  private count = 0;
+  private error: () => Error = () => new Error('unset');
+  failed = 0;
+
+  failNext(count: number, error: () => Error): void {
+    this.count = count;
+    this.error = error;
+  }
+
+  transformQuery({ node }: PluginTransformQueryArgs): RootOperationNode {
+    if (this.count > 0 && UpdateQueryNode.is(node) && writesPosition(node)) {
+      this.count -= 1;
+      this.failed += 1;
+      throw this.error();
+    }
+    return node;
+  }
+
+  async transformResult({ result }: PluginTransformResultArgs): Promise<QueryResult<UnknownRow>> {
+    return result;
+  }
+}
+
+function writesPosition(node: UpdateQueryNode): boolean {
+  return (node.updates ?? []).some(
+    (update) => ColumnNode.is(update.column) && update.column.column.name === 'position',
+  );
+}
 
 async function until(
   condition: () => Promise<boolean> | boolean,
@@ -533,6 +580,122 @@ for (const store of STORES) {
       assert.match(
         text,
         new RegExp(`webhook_endpoint_oldest_undelivered_seconds\\{endpoint="${endpoint.id}"\\} 0`),
+      );
+    });
+  });
+
+  describe(`webhook delivery when the store fails the worker (${store})`, () => {
+    let ctx: TestContext;
+    let receiver: Receiver;
+    let dispatcher: WebhookDispatcher;
+    const faults = new FailingPositionWrites();
+    let errors: string[] = [];
+
+    // The app's own dispatcher stays stopped: each test runs one that delivers through a store that fails.
+    before(async () => {
+      ctx = await createTestContext(store, ENV);
+    });
+    after(() => ctx.close());
+    beforeEach(async () => {
+      receiver = await Receiver.start();
+      errors = [];
+    });
+    afterEach(async () => {
+      receiver.close();
+      await dispatcher.stop();
+      await ctx.db.deleteFrom('webhook_endpoints').execute();
+    });
+
+    async function startDispatcher(leaseSeconds: number): Promise<void> {
+      const { config, services } = ctx;
+      dispatcher = new WebhookDispatcher({
+        db: ctx.db.withPlugin(faults),
+        store: services.database.store,
+        commitWatch: services.database.commitWatch,
+        databaseUrl: config.migrationDatabaseUrl,
+        outbound: services.webhookDeps.outbound,
+        secretsKey: config.webhookSecretsKey,
+        leaseSeconds,
+        timeoutMs: config.webhookTimeoutMs,
+        disableAfterHours: config.webhookDisableAfterHours,
+        logger: { info() {}, warn() {}, error: (_details, message) => errors.push(message) },
+      });
+      await dispatcher.start();
+    }
+
+    async function createEndpoint(): Promise<string> {
+      const accountId = await seedAccount(ctx.db);
+      await webhookService.create(ctx.services.webhookDeps, {
+        accountId,
+        url: receiver.url(),
+        actor: 'test',
+      });
+      return accountId;
+    }
+
+    async function importChanges(accountId: string, count: number): Promise<string[]> {
+      const ids = Array.from({ length: count }, () => randomUUID());
+      await importRecords(
+        ctx,
+        ids.map((id, i) => incident(accountId, id, i + 1)),
+      );
+      return ids;
+    }
+
+    const distinctReceived = () => new Set(receiver.received.map((r) => r.json.data.id)).size;
+
+    /** Every change arrived, the first arrivals in feed order (repeats are allowed: at least once). */
+    function assertAllInOrder(ids: string[]): void {
+      const firsts: number[] = [];
+      const seen = new Set<string>();
+      for (const received of receiver.received) {
+        if (seen.has(received.json.data.id)) continue;
+        seen.add(received.json.data.id);
+        firsts.push(received.json.data.seq ?? 0);
+      }
+      assert.deepEqual(seen, new Set(ids));
+      assert.deepEqual(
+        firsts,
+        [...firsts].sort((a, b) => a - b),
+      );
+    }
+
+    test('a write the store fails is tried again by the same worker, well within its lease: every change arrives, in order', async () => {
+      // A 30-second lease: a worker that gave up would leave the endpoint for 30 s.
+      await startDispatcher(30);
+      const accountId = await createEndpoint();
+      await until(() => dispatcher.held === 1, 5000, 'the endpoint held');
+      faults.failNext(3, () => new StoreUnavailableError('the pool queue is full'));
+      const ids = await importChanges(accountId, 300);
+      await until(() => distinctReceived() === 300, 10_000, 'all 300');
+      assert.equal(faults.failed, 3, 'three position writes failed');
+      assertAllInOrder(ids);
+      assert.equal(dispatcher.held, 1, 'the worker carried on');
+      assert.deepEqual(errors, [], 'an unavailable store is not an error to log');
+    });
+
+    test('a worker that ends on an unexpected error stops renewing its lease, and its endpoint is taken again', async () => {
+      // Two endpoints: the other one's worker keeps the renewals going.
+      await startDispatcher(4);
+      const accountId = await createEndpoint();
+      await createEndpoint();
+      await until(() => dispatcher.held === 2, 5000, 'both endpoints held');
+      faults.failNext(1, () => new Error('an unexpected failure'));
+      const ids = await importChanges(accountId, 50);
+      await until(() => errors.length === 1, 5000, 'the failure logged');
+      assert.deepEqual(errors, ['webhook delivery loop failed']);
+      assert.equal(dispatcher.held, 1, 'the worker ended');
+      // Its position was never written: once its lease (4 s) has run out, a new worker takes the
+      // endpoint and sends the same events again, with the same webhook-ids.
+      const firstIds = receiver.received.map((r) => String(r.headers['webhook-id']));
+      await until(() => receiver.received.length >= firstIds.length + 50, 15_000, 'the events sent again');
+      assert.equal(dispatcher.held, 2);
+      assertAllInOrder(ids);
+      assert.deepEqual(
+        receiver.received
+          .slice(firstIds.length, firstIds.length + 50)
+          .map((r) => String(r.headers['webhook-id'])),
+        firstIds.slice(0, 50),
       );
     });
   });

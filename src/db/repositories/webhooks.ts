@@ -61,14 +61,17 @@ export const webhookRepository = {
   },
 
   /**
-   * Extends the leases `owner` holds and returns the ids it still holds: an endpoint disabled or
-   * deleted meanwhile, or taken over after a lease that ran out, is not among them.
+   * Extends the leases `owner` holds on `ids` (the endpoints it runs a worker for) and returns the
+   * ids it still holds: an endpoint disabled or deleted meanwhile, or taken over after a lease that
+   * ran out, is not among them. A lease whose worker ended is not renewed: it runs out, and the
+   * endpoint is claimed again.
    */
-  async renewLeases(db: Kysely<Database>, owner: string, until: string): Promise<string[]> {
+  async renewLeases(db: Kysely<Database>, owner: string, ids: string[], until: string): Promise<string[]> {
     const rows = await db
       .updateTable('webhook_endpoints')
       .set({ lease_expires_at: until })
       .where('lease_owner', '=', owner)
+      .where('id', 'in', ids)
       .where('state', '=', 'active')
       .returning('id')
       .execute();
