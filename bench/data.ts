@@ -35,6 +35,59 @@ export async function appendDataset(count: number): Promise<string> {
   return path;
 }
 
+/** The account, its departments, locations and users, no incident: what webhooks need before an endpoint exists. */
+export async function accountDataset(name: string): Promise<string> {
+  const path = join(WORK, name);
+  await writeNdjson(
+    path,
+    demoRecords({ incidents: 0, rateLimitPerHour: 1_000_000_000, now: GENERATED_UNTIL }),
+  );
+  return path;
+}
+
+const DESCRIPTIONS = [
+  'Slipped on a wet floor near the loading dock.',
+  'Forklift reversed into a rack; no one hurt.',
+  'Cut on the hand while changing a blade.',
+  'Chemical smell in the paint store; area ventilated.',
+];
+const LOCATIONS = ['Warehouse', 'Assembly hall', 'Paint store', 'Yard'];
+/** Incidents written by `incidentsDataset` so far: each new one is newer than all of them. */
+let incidentsWritten = 0;
+
+/**
+ * `count` new incidents of the demo account as an NDJSON file, each newer than every generated
+ * one and every one this function wrote before (so that each import appends), shaped like the demo
+ * generator's; ids are random, so the file can be imported after any other.
+ */
+export async function incidentsDataset(name: string, count: number): Promise<string> {
+  const path = join(WORK, name);
+  const from = incidentsWritten;
+  incidentsWritten += count;
+  const start = GENERATED_UNTIL.getTime() + 86_400_000;
+  function* records() {
+    for (let i = from; i < from + count; i += 1) {
+      const created = new Date(start + i * 1000).toISOString();
+      yield {
+        type: 'incident',
+        id: randomUUID(),
+        account_id: DEMO_ACCOUNT_ID,
+        incident_number: `INC-2026-${String(100_000 + i)}`,
+        description: DESCRIPTIONS[i % DESCRIPTIONS.length],
+        status: i % 3 === 0 ? 'closed' : 'open',
+        severity_likelihood: 1 + (i % 5),
+        severity_impact: 1 + ((i * 7) % 5),
+        location: LOCATIONS[i % LOCATIONS.length],
+        incident_date: created.slice(0, 10),
+        created_at: created,
+        updated_at: created,
+      };
+    }
+  }
+  await writeNdjson(path, records());
+  return path;
+}
+
 /** How the generator writes an incident: its id first after the type (`demoRecords`, `writeNdjson`). */
 const INCIDENT_LINE = /^\{"type":"incident","id":"([^"]+)"/;
 

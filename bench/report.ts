@@ -29,6 +29,12 @@ export function median(values: number[]): number {
   return sorted[Math.floor(sorted.length / 2)] as number;
 }
 
+/** The nearest-rank `p`-th percentile (0 < p <= 100): the least value with p% of them at or below it. */
+export function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)] as number;
+}
+
 /** Prints the heading lines, then the rows as a Markdown table (docs/performance.md quotes it). */
 export function printTable(heading: string[]): void {
   const header = ['measurement', 'result', 'target', 'pass'];

@@ -17,6 +17,7 @@ import { memory } from './scenarios/memory.ts';
 import { notModified } from './scenarios/not-modified.ts';
 import { pageOneRatio } from './scenarios/ratio.ts';
 import { walk } from './scenarios/walk.ts';
+import { webhookDeliveries } from './scenarios/webhooks.ts';
 import { settings, WORK } from './settings.ts';
 import { postgresTransactions, processCpu, redisCommands, withOwnRedis } from './stores.ts';
 import { ensureWrk, wrkVersion } from './wrk.ts';
@@ -27,8 +28,10 @@ import { ensureWrk, wrkVersion } from './wrk.ts';
  * the same bytes; then issue 12's: an export of every incident (alone and beside page-1 load), a
  * feed catch-up from no cursor, and 10,000 random deletions in one import (their time, the page
  * query's plan, pages 1 and last before and after); then the page-1 ratio, the export and the feed
- * on PostgreSQL + Redis. BENCH_ONLY=sync runs only issue 12's part (after the same import). Prints
- * one table with the target beside each result (docs/performance.md explains the method).
+ * on PostgreSQL + Redis; then webhook deliveries on each store, on a database of their own.
+ * BENCH_ONLY=sync runs only issue 12's part (after the same import), BENCH_ONLY=webhooks only the
+ * webhooks. Prints one table with the target beside each result (docs/performance.md explains the
+ * method).
  * Everything runs on loopback, every load run is bounded in time, and the work files are removed
  * at the end.
  */
@@ -103,19 +106,42 @@ async function postgresMode(): Promise<void> {
   );
 }
 
+/**
+ * Webhook deliveries (bench/scenarios/webhooks.ts) on a fresh SQLite file, then on a fresh
+ * PostgreSQL database with a Redis of the bench's own.
+ */
+async function webhooksMode(): Promise<void> {
+  await webhookDeliveries('SQLite', { DATABASE_URL: `sqlite:${join(WORK, 'webhooks.db')}` });
+  if (settings.skipPostgres) return;
+  await withPostgresDatabase((url) =>
+    withOwnRedis((redisUrl) =>
+      webhookDeliveries('PostgreSQL + Redis', { DATABASE_URL: url, REDIS_URL: redisUrl }),
+    ),
+  );
+}
+
 const loadAverage = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 
 ensureWrk();
 mkdirSync(WORK, { recursive: true });
 const loadBefore = loadAverage();
 try {
-  await sqliteMode();
-  if (!settings.skipPostgres) await postgresMode();
+  if (settings.only !== 'webhooks') {
+    await sqliteMode();
+    if (!settings.skipPostgres) await postgresMode();
+  }
+  if (settings.only === '' || settings.only === 'webhooks') await webhooksMode();
 } finally {
   // Also when a step failed: what was measured before it is printed, then the error.
   printTable([
-    `Safety Incident API benchmark, ${new Date().toISOString().slice(0, 10)}: ${fmt(settings.incidents)} incidents ` +
-      `(PostgreSQL ${settings.skipPostgres ? 'skipped' : fmt(settings.pgIncidents)})`,
+    `Safety Incident API benchmark, ${new Date().toISOString().slice(0, 10)}: ` +
+      (settings.only === 'webhooks'
+        ? 'webhooks only'
+        : `${fmt(settings.incidents)} incidents (PostgreSQL ${settings.skipPostgres ? 'skipped' : fmt(settings.pgIncidents)})`) +
+      (settings.only === '' || settings.only === 'webhooks'
+        ? `; webhooks: ${fmt(settings.webhookEvents)} events to one endpoint, ${settings.webhookSingles} single changes, ` +
+          `${settings.webhookEndpoints} endpoints × ${fmt(settings.webhookFanOutEvents)} events`
+        : ''),
     `${wrkVersion()}, ${settings.threads} thread(s), ${settings.connections} connections, ` +
       `${settings.seconds} s runs, ${settings.rounds} rounds; ${pinningDescription()}`,
     `machine: ${cpus().length} × ${cpus()[0]?.model.trim()}; load average (1, 5, 15 min) ` +

@@ -23,12 +23,13 @@ const incidents = positiveInteger('BENCH_INCIDENTS', 1_000_000);
 /**
  * `BENCH_ONLY=sync`: only issue 12's measurements (export, feed, deletion), after the same import.
  * `BENCH_ONLY=scale`: only issue 13's, the page-1 ratios of both stores with what each request
- * costs PostgreSQL and Redis.
+ * costs PostgreSQL and Redis. `BENCH_ONLY=webhooks`: only the webhook deliveries of both stores.
  */
 const only = process.env.BENCH_ONLY ?? '';
-if (only !== '' && only !== 'sync' && only !== 'scale') {
-  throw new Error(`BENCH_ONLY must be "sync", "scale" or unset (got "${only}")`);
+if (only !== '' && only !== 'sync' && only !== 'scale' && only !== 'webhooks') {
+  throw new Error(`BENCH_ONLY must be "sync", "scale", "webhooks" or unset (got "${only}")`);
 }
+const webhookEvents = positiveInteger('BENCH_WEBHOOK_EVENTS', Math.min(incidents, 100_000));
 
 export const settings = {
   incidents,
@@ -44,6 +45,17 @@ export const settings = {
   skipPostgres: process.env.BENCH_SKIP_POSTGRES === '1',
   only,
   pgAdminUrl: process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+  /** Webhooks: the incidents of the one import delivered to one receiver. */
+  webhookEvents,
+  /** Webhooks: one-incident imports in a row, each timed from its commit to its receipt. */
+  webhookSingles: positiveInteger('BENCH_WEBHOOK_SINGLES', 100),
+  /** Webhooks: endpoints of the fan-out run, all on one account, each its own receiver port. */
+  webhookEndpoints: positiveInteger('BENCH_WEBHOOK_ENDPOINTS', 100),
+  /** Webhooks: changes of the fan-out run, each delivered to every endpoint. */
+  webhookFanOutEvents: positiveInteger(
+    'BENCH_WEBHOOK_FANOUT_EVENTS',
+    Math.max(1, Math.min(10_000, Math.floor(webhookEvents / 10))),
+  ),
 };
 
 if (settings.connections < settings.threads) {
