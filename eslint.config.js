@@ -53,7 +53,18 @@ const layerRules = LAYERS.map(({ files, forbidden, atTop }) => {
 });
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'dist/', 'data/', '.bench/', 'coverage/'] },
+  {
+    ignores: [
+      'node_modules/',
+      'dist/',
+      'data/',
+      '.bench/',
+      'coverage/',
+      // The SDK's build output, and its types generated from the OpenAPI document.
+      'packages/*/dist/',
+      'packages/sdk/src/generated/',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -1,3 +1,5 @@
+import type { IncomingMessage } from 'node:http';
+import { finished } from 'node:stream';
 import type { DestinationStream } from 'pino';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
@@ -9,7 +11,7 @@ import type { PublicRateLimiter } from './auth/rate-limit.ts';
 import type { SignIn } from './auth/sign-in.ts';
 import type { Config } from './config.ts';
 import type { Database } from './db/schema.ts';
-import { ApiError, frameworkErrorOptions, registerErrorHandling } from './errors.ts';
+import { ApiError, BODY_LIMIT_BYTES, frameworkErrorOptions, registerErrorHandling } from './errors.ts';
 import { loggerOptions, requestId } from './logging.ts';
 import oauthPlugin from './oauth/plugin.ts';
 import { registerObservability } from './observability.ts';
@@ -77,6 +79,50 @@ function refuseRequestsWhileClosing(app: FastifyInstance): void {
   });
 }
 
+/** Whether a request has a body to come (RFC 9112 §6.3): chunked, or a length above 0. */
+function hasBody(req: IncomingMessage): boolean {
+  return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+}
+
+/**
+ * Request bodies, on every path:
+ * - A body declared (Content-Length) over BODY_LIMIT_BYTES is refused with 413 from the request's
+ *   head, before any surface looks at it: like headers too large for the parser, it is a limit of
+ *   the message, not of an API, so it comes before credentials. A body of no declared length
+ *   (chunked) is refused with the same 413 where it is read, by Fastify's parser at the same
+ *   limit; the read-only APIs read none, and answer from the head (401, 403, 405, …).
+ * - An answer that goes out before the request's body was read closes the connection, which is
+ *   not kept for a body nobody wanted. It waits until the rest of the body has arrived, read and
+ *   dropped (within the request timeout): a socket closed while the client still sends is reset
+ *   by the kernel, and a reset can make the client lose the answer. So the client gets the whole
+ *   answer and a FIN, never a reset. (The OAuth provider's answers bypass onSend: there the rest
+ *   is dropped after the answer, then the connection closed.)
+ */
+function guardRequestBodies(app: FastifyInstance): void {
+  app.addHook('onRequest', (request, reply, done) => {
+    const req = request.raw;
+    if (hasBody(req)) {
+      // The OAuth provider answers past Fastify (no onSend), and may stop reading a body it
+      // refuses: the rest is dropped here, then the connection closed, or it would stall until
+      // the request timeout with the answer already sent.
+      reply.raw.once('finish', () => {
+        if (!req.readableEnded) finished(req.resume(), () => req.socket.end());
+      });
+    }
+    const declared = Number(request.headers['content-length']);
+    done(declared > BODY_LIMIT_BYTES ? ApiError.payloadTooLarge() : undefined);
+  });
+  app.addHook('onSend', (request, reply, payload, done) => {
+    const req = request.raw;
+    if (!hasBody(req) || req.readableEnded) {
+      done(null, payload);
+      return;
+    }
+    reply.header('connection', 'close');
+    finished(req.resume(), () => done(null, payload));
+  });
+}
+
 /**
  * Builds the whole HTTP application on the given services; `server.ts` owns the process.
  * `logStream`: where log lines go instead of standard output (tests read them).
@@ -91,6 +137,7 @@ export async function buildApp(
     genReqId: requestId,
     requestIdHeader: false,
     ...frameworkErrorOptions,
+    bodyLimit: BODY_LIMIT_BYTES,
     // Answered below with the contract's body instead of Fastify's.
     return503OnClosing: false,
     trustProxy: config.trustProxy.length > 0 ? config.trustProxy : false,
@@ -126,6 +173,7 @@ export async function buildApp(
     });
   }
   refuseRequestsWhileClosing(app);
+  guardRequestBodies(app);
   registerErrorHandling(app);
   registerObservability(app);
 

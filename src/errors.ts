@@ -6,6 +6,13 @@ import { isStoreUnavailable, STORE_RETRY_AFTER_SECONDS } from './db/store-health
 import { BEARER_REALM } from './paths.ts';
 
 /**
+ * The most request body the service reads, on any path (Fastify's default, made explicit for the
+ * check of a declared length in app.ts): its bodies are small forms (admin panel, OAuth), and the
+ * read-only APIs read none.
+ */
+export const BODY_LIMIT_BYTES = 1024 * 1024;
+
+/**
  * The one error type of the HTTP layer. Contract errors carry a string `code` (the body's `error`
  * field); the others (404, 405, 500) answer `error: true`, as the spec's table says.
  */
@@ -104,6 +111,15 @@ export class ApiError extends Error {
     });
   }
 
+  /** A request body over `BODY_LIMIT_BYTES`, on any path. */
+  static payloadTooLarge(): ApiError {
+    return new ApiError(
+      413,
+      null,
+      `The request body is too large: this service accepts at most ${BODY_LIMIT_BYTES} bytes.`,
+    );
+  }
+
   static methodNotAllowed(allow: string): ApiError {
     return new ApiError(405, null, 'Method not allowed: this API is read-only.', { allow });
   }
@@ -128,17 +144,26 @@ export function storeOutage(error: unknown): ApiError | null {
   return isStoreUnavailable(error) ? ApiError.storeUnavailable() : null;
 }
 
+/**
+ * The ApiError that a framework or store error stands for, or `null`: a store outage (503), and a
+ * body that Fastify's parser found over the limit while reading it, answered as one whose declared
+ * length is over it (app.ts).
+ */
+function asApiError(error: FastifyError): ApiError | null {
+  if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return ApiError.payloadTooLarge();
+  // Logged once per outage by the store monitor (`src/db/store-health.ts`), not per request.
+  return storeOutage(error);
+}
+
 /** Installs the single error handler and not-found handler of the application. */
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | ApiError, request, reply) => {
-    if (error instanceof ApiError) {
-      if (error.statusCode === 429) reply.removeHeader('x-ratelimit-reset');
-      return reply.code(error.statusCode).headers(error.headers).send(error.body);
+    const answer = error instanceof ApiError ? error : asApiError(error);
+    if (answer !== null) {
+      if (answer.statusCode === 429) reply.removeHeader('x-ratelimit-reset');
+      return reply.code(answer.statusCode).headers(answer.headers).send(answer.body);
     }
-    // Logged once per outage by the store monitor (`src/db/store-health.ts`), not per request.
-    const outage = storeOutage(error);
-    if (outage !== null) return reply.code(outage.statusCode).headers(outage.headers).send(outage.body);
-    // A client error raised by Fastify itself (unparseable body, body too large, bad content type).
+    // A client error raised by Fastify itself (unparseable body, bad content type).
     const status = error.statusCode ?? 500;
     if (status >= 400 && status < 500) {
       return reply.code(status).send({ error: true, message: error.message });
@@ -172,26 +197,35 @@ function escapeUndecodablePath(req: IncomingMessage): string {
 }
 
 /**
+ * How long a connection answered by `answerUnreadableRequest` keeps reading what the client still
+ * sends before it is closed anyway (nginx's `lingering_timeout`).
+ */
+const LINGER_MS = 5000;
+
+/**
  * A request the HTTP parser cannot read (no valid request line, malformed or oversized headers)
- * never becomes a request: there is no path or credential to check. It is answered in the API's
- * error shape instead of Fastify's, and the connection is closed.
+ * never becomes a request: there is no path or credential to check. It gets the contract's error
+ * shape (400 `Bad request`, or 408 when it did not arrive in time), not Fastify's or Node's.
+ *
+ * The answer is followed by a FIN, and what the client still sends is read and dropped until it
+ * closes its side (at most LINGER_MS): closing a socket with unread bytes, or bytes still coming,
+ * makes the kernel answer with a reset, which can make the client lose the answer itself.
  */
 function answerUnreadableRequest(error: Error & { code?: string }, socket: Socket): void {
-  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  // A reset connection has no one to answer. An answered one is closing: the parser reports the
+  // same error again for every later chunk of it.
+  if (error.code === 'ECONNRESET' || socket.destroyed || socket.writableEnded) return;
   const [status, message] =
-    error.code === 'HPE_HEADER_OVERFLOW'
-      ? [431, 'The request headers are too large.']
-      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? [408, 'The request was not received in time.']
-        : [400, 'The request is not valid HTTP.'];
+    error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'The request was not received in time.']
+      : [400, 'Bad request'];
   const body = JSON.stringify({ error: true, message });
-  if (socket.writable) {
-    socket.write(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-    );
-  }
-  socket.destroy();
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+  const linger = setTimeout(() => socket.destroy(), LINGER_MS).unref();
+  socket.once('close', () => clearTimeout(linger));
 }
 
 /**

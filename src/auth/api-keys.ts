@@ -2,6 +2,7 @@ import { hash, randomBytes } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { KeyForAuth } from '../db/repositories/api-keys.ts';
 import { ApiError } from '../errors.ts';
+import { soleAuthorization } from './authorization-header.ts';
 import type { RateLimitWindow } from './rate-limit.ts';
 
 /**
@@ -45,7 +46,7 @@ declare module 'fastify' {
 }
 
 export async function authenticateApiKey(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-  const header = request.headers.authorization;
+  const header = soleAuthorization(request);
   const match = header === undefined ? null : BEARER_HEADER.exec(header);
   if (match === null) throw ApiError.apiKeyRequired();
 

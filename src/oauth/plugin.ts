@@ -7,9 +7,10 @@ import { isStoreUnavailable, STORE_RETRY_AFTER_SECONDS } from '../db/store-healt
 import { ApiError } from '../errors.ts';
 import { OAUTH_PATH } from '../paths.ts';
 import { type AccessTokenVerifier, accessTokenVerifier } from './access-tokens.ts';
+import { OAUTH_ENDPOINTS } from './endpoints.ts';
 import { interactionRoutes } from './interactions.ts';
 import { loadOauthKeys } from './keys.ts';
-import { createOauthProvider } from './provider.ts';
+import { createOauthProvider, REFRESH_ROUTE } from './provider.ts';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -113,8 +114,7 @@ async function oauthPlugin(app: FastifyInstance): Promise<void> {
     });
     const fullUrl = original.url ?? OAUTH_PATH;
     const relative = fullUrl.slice(OAUTH_PATH.length) || '/';
-    const isRefresh =
-      request.method === 'POST' && new URL(relative, 'http://x').pathname === '/token/refresh';
+    const isRefresh = request.method === 'POST' && new URL(relative, 'http://x').pathname === REFRESH_ROUTE;
 
     const req = (isRefresh ? await asRefreshGrant(original) : original) as MountedRequest | null;
     if (req === null) {
@@ -138,6 +138,7 @@ async function oauthPlugin(app: FastifyInstance): Promise<void> {
       scope.route({
         method: [...HTTP_METHODS],
         url: '/*',
+        config: { openapi: { delegated: OAUTH_ENDPOINTS } },
         onRequest: handToProvider,
         handler: async () => {
           throw new Error('unreachable: the OAuth provider answers in onRequest');

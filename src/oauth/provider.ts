@@ -13,6 +13,23 @@ const MINUTE = 60;
 const HOUR = 60 * MINUTE;
 const DAY = 24 * HOUR;
 
+/**
+ * The provider's endpoints under OAUTH_PATH: the spec's paths, not oidc-provider's defaults
+ * (/auth, /token/revocation, /me). The OpenAPI document lists them (./endpoints.ts).
+ */
+export const PROVIDER_ROUTES = {
+  authorization: '/authorize',
+  token: '/token',
+  revocation: '/revoke',
+  userinfo: '/userinfo',
+  jwks: '/jwks',
+  end_session: '/session/end',
+  pushed_authorization_request: '/request',
+};
+
+/** `/token` with `grant_type=refresh_token` implied (plugin.ts). */
+export const REFRESH_ROUTE = `${PROVIDER_ROUTES.token}/refresh`;
+
 function configuration(db: Kysely<Database>, keys: OauthKeys): Configuration {
   return {
     adapter: kyselyAdapter(db),
@@ -46,6 +63,9 @@ function configuration(db: Kysely<Database>, keys: OauthKeys): Configuration {
     features: {
       devInteractions: { enabled: false },
       clientCredentials: { enabled: true },
+      // The wider API takes `Authorization: Bearer` tokens only: a DPoP-bound token (RFC 9449),
+      // which the provider would issue to a client sending a proof, could never be used there.
+      dPoP: { enabled: false },
       // A client revokes only its own tokens; another client's token is silently ignored (RFC 7009 §2.2).
       revocation: {
         enabled: true,

@@ -1,202 +1,150 @@
-import { html, type SafeHtml } from '../lib/html.ts';
-import { ADMIN_ASSETS_PATH } from '../paths.ts';
+import type { ReferenceProps } from '@scalar/api-reference';
+import { html } from '../lib/html.ts';
 
 /**
- * `/docs`: the OpenAPI document as one server-rendered HTML page, operations grouped by tag. It
- * reads only the document, so the page shows exactly what `/openapi.json` says. Styles are the
- * admin panel's stylesheet, served by the product (no CDN, no script).
+ * `/docs`: Scalar's API reference (`@scalar/api-reference`, served by the product from its own
+ * copy of the package, see docs-script.ts) rendering `/openapi.json`. The page is a shell: the
+ * configuration travels as data in Scalar's HTML API (`#api-reference[data-configuration]`), so
+ * the page runs no inline script and `script-src 'self'` holds.
  */
 
-type Json = Record<string, unknown>;
+/**
+ * One document's configuration, as Scalar's HTML API reads it (the package exports the type only
+ * as its component's props).
+ */
+type ScalarConfiguration = Exclude<NonNullable<ReferenceProps['configuration']>, unknown[]>;
 
-const isRecord = (value: unknown): value is Json =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-
-const record = (value: unknown): Json => (isRecord(value) ? value : {});
-
-const text = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
-
-const METHODS = ['get', 'put', 'post', 'delete', 'patch'];
-
-/** `#/components/schemas/Incident` → `Incident`. */
-const refName = (ref: string): string => ref.slice(ref.lastIndexOf('/') + 1);
-
-const schemaAnchor = (name: string): string => `schema-${name}`;
-
-const tagAnchor = (name: unknown): string => `tag-${String(name).replace(/\W+/g, '-')}`;
-
-/** A schema in a few words, with components as links to their field tables. */
-function typeOf(schema: unknown): SafeHtml {
-  const node = record(schema);
-  const ref = text(node.$ref);
-  if (ref !== undefined) return html`<a href="#${schemaAnchor(refName(ref))}">${refName(ref)}</a>`;
-  const alternatives = node.anyOf ?? node.oneOf;
-  if (Array.isArray(alternatives)) {
-    return html`${alternatives.map((alternative, i) => html`${i > 0 ? ' | ' : ''}${typeOf(alternative)}`)}`;
-  }
-  if ('const' in node) return html`<code>${JSON.stringify(node.const)}</code>`;
-  if (node.type === 'array') return html`array of ${typeOf(node.items)}`;
-  const format = text(node.format);
-  return html`${text(node.type) ?? 'any'}${format === undefined ? '' : ` (${format})`}`;
+/**
+ * Corrections to Scalar's markup and light theme for WCAG 2.1 AA, found by axe-core
+ * (test/browser/docs.test.ts). Unlayered, so they win over Scalar's styles, which are all in
+ * cascade layers.
+ * - Text colours: the theme's greys and method colours have a contrast below 4.5:1 on its
+ *   backgrounds (light: #8e8e8e on white is 3.3:1; dark: #797979 on #151515 is 4.2:1); these are
+ *   shades of the same hues, darker on light and lighter on dark.
+ * - Copy buttons of code blocks: Scalar shows their label to assistive technology only while the
+ *   block is hovered or focused, so they have no name otherwise; always "Copy".
+ * - Lists of a tag's endpoints: a long path made the list scroll sideways, a scrolling region
+ *   that a keyboard cannot reach; the path wraps instead.
+ */
+const SCALAR_CSS = `
+.light-mode {
+  --scalar-color-2: #595959;
+  --scalar-color-3: #666666;
+  --scalar-color-blue: #0069ab;
+  --scalar-color-green: #007a4d;
+  --scalar-color-orange: #b84a00;
+  --scalar-color-red: #c20006;
+  --scalar-color-yellow: #7a6000;
 }
-
-/** What a schema adds to its type: limits, default, description. */
-function notes(schema: unknown): string {
-  const node = record(schema);
-  const parts = [
-    typeof node.minimum === 'number' ? `minimum ${node.minimum}` : '',
-    typeof node.maximum === 'number' ? `maximum ${node.maximum}` : '',
-    'default' in node ? `default ${JSON.stringify(node.default)}` : '',
-    text(node.description) ?? '',
-  ];
-  return parts.filter((part) => part !== '').join('; ');
+.dark-mode {
+  --scalar-color-3: #959595;
 }
+.scalar-code-copy .sr-only > .hidden { display: inline; }
+.scalar-code-copy .sr-only > .hidden > :first-child { display: none; }
+.endpoints .endpoint { white-space: normal; }
+.endpoints .endpoint-path { min-width: 0; overflow-wrap: anywhere; }
+`;
 
-/** The fields of an object schema; inline objects (envelopes) are expanded beneath their field. */
-function fields(schema: unknown, depth = 0): SafeHtml | null {
-  const node = record(schema);
-  const properties = record(node.properties);
-  const names = Object.keys(properties);
-  if (names.length === 0 || depth > 3) return null;
-  const required = Array.isArray(node.required) ? node.required : [];
-  return html`<table>
-<thead><tr><th>Field</th><th>Type</th><th>Required</th><th>Notes</th></tr></thead>
-<tbody>${names.map(
-    (name) =>
-      html`<tr><td><code>${name}</code></td><td>${typeOf(properties[name])}${fields(properties[name], depth + 1)}</td><td>${required.includes(name) ? 'yes' : 'no'}</td><td>${notes(properties[name])}</td></tr>`,
-  )}</tbody>
-</table>`;
-}
+/**
+ * What the reader gets: the sidebar, search and schemas (Scalar's defaults, stated so that an
+ * upgrade that changes them does not hide them), request samples in curl and JavaScript only, and
+ * nothing that reaches another host: no web fonts (fonts.scalar.com), no request client (it
+ * offers Scalar's proxy and OAuth helpers), no AI agent or MCP panel, no developer toolbar (it
+ * shares documents to Scalar's registry). All of these would also be refused by the page's CSP.
+ */
+const SCALAR_CONFIGURATION = {
+  url: '/openapi.json',
+  showSidebar: true,
+  hideSearch: false,
+  hideModels: false,
+  modelsSectionLabel: 'Schemas',
+  // Fields in the document's order, which is the order of the API's answers, not alphabetical.
+  orderSchemaPropertiesBy: 'preserve',
+  showOperationId: true,
+  withDefaultFonts: false,
+  hideClientButton: true,
+  hideTestRequestButton: true,
+  showDeveloperTools: 'never',
+  agent: { disabled: true },
+  mcp: { disabled: true },
+  documentDownloadType: 'direct',
+  // Every operation on the page at once, as a reference of this size can afford: the browser's
+  // own find works, and there is no "Show More" button (Scalar labels it "Show all … endpoints",
+  // which is not what it shows: a mismatch axe-core reports).
+  defaultOpenAllTags: true,
+  customCss: SCALAR_CSS,
+  defaultHttpClient: { targetKey: 'shell', clientKey: 'curl' },
+  // Scalar takes a list of what to hide: every target but shell and js, and in those every client
+  // but curl and fetch. The browser test checks that exactly those two are offered.
+  hiddenClients: {
+    c: true,
+    clojure: true,
+    csharp: true,
+    dart: true,
+    fsharp: true,
+    go: true,
+    http: true,
+    java: true,
+    js: ['axios', 'jquery', 'ofetch', 'xhr'],
+    julia: true,
+    kotlin: true,
+    node: true,
+    objc: true,
+    ocaml: true,
+    php: true,
+    powershell: true,
+    python: true,
+    r: true,
+    ruby: true,
+    rust: true,
+    shell: ['httpie', 'wget'],
+    swift: true,
+  },
+} satisfies ScalarConfiguration;
 
-function examples(media: Json): SafeHtml[] {
-  const named = Object.entries(record(media.examples)).map(([name, example]) => ({
-    name,
-    value: record(example).value,
-  }));
-  const all = 'example' in media ? [{ name: 'example', value: media.example }, ...named] : named;
-  return all.map(
-    ({ name, value }) =>
-      html`<p class="muted">Example <code>${name}</code></p><pre><code>${typeof value === 'string' ? value : JSON.stringify(value, null, 2)}</code></pre>`,
-  );
-}
+/**
+ * The page's policy, the least that Scalar works with (test/browser/docs.test.ts fails on any
+ * violation). Scripts: the product's own only, Scalar's bundle (no inline script, no eval; Zod
+ * inside it probes whether eval is allowed, is refused and does without). Requests: the product
+ * only, for the document. Images: `data:` only, for the page's empty icon (without it the browser
+ * asks for /favicon.ico). No fonts, no framing, no forms, no `<base>`.
+ * Styles: inline ones only, which a nonce cannot admit here: Scalar puts its theme and its
+ * toasts' styles in `<style>` elements without the nonce (only its main stylesheet takes one),
+ * measures the scrollbar with a `style` attribute, and numbers code lines with `style` attributes
+ * in markup. Hashes would change with every Scalar release and cannot admit attributes that vary.
+ * What an injected style could do harm with, loading from another host, the other directives
+ * refuse.
+ */
+export const DOCS_PAGE_HEADERS = {
+  'content-security-policy': [
+    "default-src 'none'",
+    "script-src 'self'",
+    "style-src 'unsafe-inline'",
+    'img-src data:',
+    "connect-src 'self'",
+    "frame-ancestors 'none'",
+    "base-uri 'none'",
+    "form-action 'none'",
+  ].join('; '),
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'same-origin',
+};
 
-/** The first of a component's `examples`. */
-function schemaExample(schema: unknown): SafeHtml[] {
-  const all = record(schema).examples;
-  return Array.isArray(all) && all.length > 0 ? examples({ example: all[0] }) : [];
-}
-
-function responseBlock(document: Json, status: string, response: unknown): SafeHtml {
-  const components = record(document.components);
-  // Responses every operation of a surface shares are described once in the components.
-  const shared = text(record(response).$ref);
-  const { description, headers, content } = record(
-    shared === undefined ? response : record(components.responses)[refName(shared)],
-  );
-  const componentHeaders = record(components.headers);
-  const headerRows = Object.entries(record(headers)).map(([name, header]) => {
-    const resolved = record(componentHeaders[refName(text(record(header).$ref) ?? '')] ?? header);
-    return html`<tr><td><code>${name}</code></td><td>${typeOf(resolved.schema)}</td><td>${text(resolved.description)}</td></tr>`;
-  });
-  const bodies = Object.entries(record(content)).map(([mediaType, media]) => {
-    const schema = record(media).schema;
-    return html`<p>Body <code>${mediaType}</code>: ${typeOf(schema)}</p>${fields(schema)}${examples(record(media))}`;
-  });
-  return html`<div class="card">
-<h4><span class="badge">${status}</span> ${text(description)}</h4>
-${headerRows.length > 0 ? html`<table><thead><tr><th>Header</th><th>Type</th><th>Meaning</th></tr></thead><tbody>${headerRows}</tbody></table>` : null}
-${bodies.length > 0 ? bodies : html`<p class="muted">No body.</p>`}
-</div>`;
-}
-
-/** The body a webhook event sends (operations the service serves take none). */
-function requestBlock(operation: Json): SafeHtml | null {
-  const content = Object.entries(record(record(operation.requestBody).content));
-  if (content.length === 0) return null;
-  return html`<h4>Request body</h4>
-${content.map(([mediaType, media]) => {
-  const schema = record(media).schema;
-  return html`<p>Body <code>${mediaType}</code>: ${typeOf(schema)}</p>${fields(schema)}${examples(record(media))}`;
-})}`;
-}
-
-function operationBlock(document: Json, path: string, method: string, operation: Json): SafeHtml {
-  const id = text(operation.operationId) ?? `${method}-${path}`;
-  const parameters = Array.isArray(operation.parameters) ? operation.parameters.map(record) : [];
-  const security = Array.isArray(operation.security) ? operation.security.map(record) : [];
-  const credentials = security.flatMap((requirement) =>
-    Object.entries(requirement).map(([scheme, scopes]) =>
-      Array.isArray(scopes) && scopes.length > 0 ? `${scheme} (${scopes.join(', ')})` : scheme,
-    ),
-  );
-  return html`<section class="card" id="${id}">
-<h3><span class="badge">${method.toUpperCase()}</span> <code>${path}</code></h3>
-<p><strong>${text(operation.summary)}</strong> · operationId <code>${id}</code>${credentials.length > 0 ? ` · credential: ${credentials.join(' or ')}` : ''}</p>
-${text(operation.description) === undefined ? null : html`<p>${text(operation.description)}</p>`}
-${
-  parameters.length > 0
-    ? html`<h4>Parameters</h4><table><thead><tr><th>Name</th><th>In</th><th>Type</th><th>Required</th><th>Notes</th></tr></thead><tbody>${parameters.map(
-        (parameter) =>
-          html`<tr><td><code>${text(parameter.name)}</code></td><td>${text(parameter.in)}</td><td>${typeOf(parameter.schema)}</td><td>${parameter.required === true ? 'yes' : 'no'}</td><td>${[text(parameter.description), notes(parameter.schema)].filter(Boolean).join('; ')}</td></tr>`,
-      )}</tbody></table>`
-    : null
-}
-${requestBlock(operation)}
-<h4>Responses</h4>
-${Object.entries(record(operation.responses))
-  // By status: `2XX` before `410` (JSON objects list integer-like keys first), `default` last.
-  .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-  .map(([status, response]) => responseBlock(document, status, response))}
-</section>`;
-}
-
-export function docsPage(document: Json): string {
-  const info = record(document.info);
-  // Paths, then the webhooks (the requests the service sends), keyed by their event type.
-  const operations = [record(document.paths), record(document.webhooks)].flatMap((items) =>
-    Object.entries(items).flatMap(([path, item]) =>
-      METHODS.filter((method) => method in record(item)).map((method) => ({
-        path,
-        method,
-        operation: record(record(item)[method]),
-      })),
-    ),
-  );
-  const tags = Array.isArray(document.tags) ? document.tags.map(record) : [];
-  const schemas = Object.entries(record(record(document.components).schemas));
+export function docsPage({ title, scriptPath }: { title: string; scriptPath: string }): string {
   return html`<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${text(info.title)} reference</title>
-<link rel="stylesheet" href="${ADMIN_ASSETS_PATH}/admin.css">
+<title>${title} reference</title>
+<link rel="icon" href="data:,">
 </head>
 <body>
-<a class="skip-link" href="#main">Skip to content</a>
-<header class="site-header"><a class="brand" href="/docs">${text(info.title)} · Reference</a></header>
-<main id="main" tabindex="-1">
-<h1>${text(info.title)} <span class="muted">version ${text(info.version)}</span></h1>
-<p>${text(info.description)}</p>
-<p>The machine-readable document: <a href="/openapi.json">/openapi.json</a> (OpenAPI 3.1).</p>
-<nav aria-label="Contents"><ul>${tags.map((tag) => html`<li><a href="#${tagAnchor(tag.name)}">${text(tag.name)}</a></li>`)}<li><a href="#schemas">Schemas</a></li></ul></nav>
-${tags.map(
-  (tag) => html`<h2 id="${tagAnchor(tag.name)}">${text(tag.name)}</h2>
-<p>${text(tag.description)}</p>
-${operations
-  .filter(({ operation }) => Array.isArray(operation.tags) && operation.tags.includes(tag.name))
-  .map(({ path, method, operation }) => operationBlock(document, path, method, operation))}`,
-)}
-<h2 id="schemas">Schemas</h2>
-${schemas.map(
-  ([name, schema]) => html`<section class="card" id="${schemaAnchor(name)}">
-<h3>${name}</h3>
-<p>${typeOf(schema)}${text(record(schema).description) === undefined ? '' : ` · ${text(record(schema).description)}`}</p>
-${fields(schema)}
-${schemaExample(schema)}
-</section>`,
-)}
-</main>
+<noscript><p>This reference needs JavaScript. The document it renders:
+<a href="${SCALAR_CONFIGURATION.url}">${SCALAR_CONFIGURATION.url}</a> (OpenAPI 3.1).</p></noscript>
+<script id="api-reference" type="application/json"
+  data-configuration="${JSON.stringify(SCALAR_CONFIGURATION)}"></script>
+<script src="${scriptPath}"></script>
 </body>
 </html>`.toString();
 }

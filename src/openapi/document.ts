@@ -12,10 +12,12 @@ import { WEBHOOK_EVENTS, WEBHOOK_HEADERS } from '../schemas/webhooks.ts';
 import { securitySchemes, type Surface, type SurfaceResponse, surfaceOf } from './surfaces.ts';
 
 /**
- * The OpenAPI 3.1 document of the public and wider APIs, built from the routes as registered: the
- * JSON bodies are the very schemas Fastify serializes with, the rest is what each route declares
- * in `schema` (operationId, tags, summary, description, security, parameters) and in
- * `config.openapi` (src/schemas/openapi.ts), on top of what its surface shares (./surfaces.ts).
+ * The OpenAPI 3.1 document of the service, built from the routes as registered: every route that
+ * declares an `operationId` is an operation, and so is every operation a route hands over to the
+ * OAuth provider (`config.openapi.delegated`). The JSON bodies are the very schemas Fastify
+ * serializes with; the rest is what each route declares in `schema` (operationId, tags, summary,
+ * description, security, parameters, body) and in `config.openapi` (src/schemas/openapi.ts), on
+ * top of what its surface shares (./surfaces.ts).
  */
 
 type Json = Record<string, unknown>;
@@ -87,15 +89,25 @@ export type RegisteredRoute = Pick<RouteOptions, 'method' | 'url' | 'schema' | '
 
 interface Operation {
   path: string;
-  /** Declared once on the path, for the refused methods as well. */
+  /** Declared once on the path. */
   pathParameters: Json[];
   method: string;
-  surface: Surface;
   operation: Json;
 }
 
 const pascal = (words: string[]): string =>
   words.map((word) => (word[0]?.toUpperCase() ?? '') + word.slice(1)).join('');
+
+const DESCRIPTION = `Read an account's safety incidents, users, departments and locations.
+
+- **Public API** (\`/api/v1/public\`): an API key, \`Authorization: Bearer svc_…\`.
+- **Wider API** (\`/api/v1\`): an OAuth 2 access token of one of the account's registered clients; lists paged with \`_start\` and \`_limit\`.
+- **OAuth 2** (\`/integration/v1/oauth2\`): the authorization server that issues those tokens.
+- **Health** (\`/healthz\`, \`/readyz\`): probes, without a credential.
+
+Every response carries \`X-Request-Id\`; every counted response of the two APIs the \`X-RateLimit-*\` headers of the hourly allowance. \`HEAD\` behaves as \`GET\` without a body.
+
+**Read-only.** The two APIs take \`GET\` and \`HEAD\` only, and list no other method. Any other method on any of their paths (\`POST\`, \`PUT\`, \`PATCH\`, \`DELETE\`, \`OPTIONS\`…) gets the same credential, plan and rate-limit answers as a read (401, 403 \`FEATURE_NOT_AVAILABLE\`, 429), and then: on the public API, a \`read\` key 403 \`INSUFFICIENT_SCOPE\` (a \`CodedError\`), a \`read-write\` or \`admin\` key 405; on the wider API, 405. The 405 carries \`Allow: GET, HEAD\` and the \`X-RateLimit-*\` headers, and its body is an \`Error\`: \`{ "error": true, "message": "Method not allowed: this API is read-only." }\`. A path no route takes answers 404 \`{ "error": true, "message": "Not found" }\` after the same checks.`;
 
 export function openApiDocument(baseUrl: string, routes: RegisteredRoute[]): Json {
   const components = new Components();
@@ -125,14 +137,13 @@ export function openApiDocument(baseUrl: string, routes: RegisteredRoute[]): Jso
   const byStatus = (responses: Record<string, Json>): Record<string, Json> =>
     Object.fromEntries(Object.entries(responses).sort(([a], [b]) => Number(a) - Number(b)));
 
-  /** `refusal`: the answers to methods no route takes, named apart from the routes' own. */
-  const surfaceResponses = (surface: Surface, statuses: Surface['responses'], refusal: string) =>
+  const surfaceResponses = (surface: Surface) =>
     Object.fromEntries(
-      Object.entries(statuses).map(([status, doc]) => [
+      Object.entries(surface.responses).map(([status, doc]) => [
         status,
         components.surfaceResponse(
           surface,
-          refusal + pascal((STATUS_CODES[Number(status)] ?? status).split(/\W+/)),
+          pascal((STATUS_CODES[Number(status)] ?? status).split(/\W+/)),
           doc,
           () => response(status, doc.schema, doc, surface.everyResponse),
         ),
@@ -140,17 +151,21 @@ export function openApiDocument(baseUrl: string, routes: RegisteredRoute[]): Jso
     );
 
   const parameters = (url: string, schema: unknown): { path: Json[]; query: Json[] } => {
-    const parameter = (name: string, where: 'path' | 'query', accepted: unknown, required: boolean) => ({
-      name,
-      in: where,
-      required,
-      ...(stringField(accepted, 'description') === undefined
-        ? {}
-        : { description: stringField(accepted, 'description') }),
-      schema: components.json(
-        (isRecord(accepted) ? documentedParameter(accepted) : undefined) ?? { type: 'string' },
-      ),
-    });
+    const parameter = (name: string, where: 'path' | 'query', accepted: unknown, required: boolean) => {
+      const description = stringField(accepted, 'description');
+      // The description belongs to the parameter; the schema is the one declared for the document.
+      const declared = isRecord(accepted)
+        ? (documentedParameter(accepted) ??
+          Object.fromEntries(Object.entries(accepted).filter(([key]) => key !== 'description')))
+        : { type: 'string' };
+      return {
+        name,
+        in: where,
+        required,
+        ...(description === undefined ? {} : { description }),
+        schema: components.json(declared),
+      };
+    };
     const pathParameters = field(field(schema, 'params'), 'properties');
     const query = field(schema, 'querystring');
     const required = field(query, 'required');
@@ -164,15 +179,37 @@ export function openApiDocument(baseUrl: string, routes: RegisteredRoute[]): Jso
     };
   };
 
+  /** A body as Fastify declares one per media type: `{ content: { <media type>: { schema } } }`. */
+  const requestBody = (body: unknown): Json | undefined => {
+    const content = field(body, 'content');
+    if (!isRecord(content)) return undefined;
+    const schemas = Object.entries(content).map(([mediaType, media]): [string, unknown] => [
+      mediaType,
+      field(media, 'schema'),
+    ]);
+    // A body whose fields are all optional may be left out (userinfo takes its token in a header too).
+    const required = schemas.some(([, schema]) => {
+      const fields = field(schema, 'required');
+      return Array.isArray(fields) && fields.length > 0;
+    });
+    return {
+      required,
+      content: Object.fromEntries(
+        schemas.map(([mediaType, schema]) => [mediaType, { schema: components.json(schema) }]),
+      ),
+    };
+  };
+
   const operations: Operation[] = [];
-  for (const route of routes) {
-    const surface = surfaceOf(route.url);
+  const documented = routes.flatMap((route) => route.config?.openapi?.delegated ?? [route]);
+  for (const route of documented) {
     const schema = route.schema;
-    if (surface === undefined || field(schema, 'response') === undefined) continue;
+    const surface = surfaceOf(route.url);
+    if (schema?.operationId === undefined || surface === undefined) continue;
     const bodies = field(schema, 'response');
     const docs = route.config?.openapi?.responses ?? {};
     const own = new Set([...Object.keys(isRecord(bodies) ? bodies : {}), ...Object.keys(docs)]);
-    const responses: Record<string, Json> = surfaceResponses(surface, surface.responses, '');
+    const responses: Record<string, Json> = surfaceResponses(surface);
     for (const status of own) {
       responses[status] = response(status, field(bodies, status), docs[Number(status)], [
         ...surface.everyResponse,
@@ -180,20 +217,22 @@ export function openApiDocument(baseUrl: string, routes: RegisteredRoute[]): Jso
       ]);
     }
     const params = parameters(route.url, schema);
+    const body = requestBody(schema.body);
     for (const method of [route.method].flat()) {
+      // HEAD is GET without a body (info.description), not an operation of its own.
       if (method === 'HEAD') continue;
       operations.push({
         path: route.url.replace(/:(\w+)/g, '{$1}'),
         pathParameters: params.path,
         method: method.toLowerCase(),
-        surface,
         operation: {
-          operationId: schema?.operationId,
-          tags: schema?.tags,
-          summary: schema?.summary,
-          description: schema?.description,
-          security: schema?.security ?? surface.security,
+          operationId: schema.operationId,
+          tags: schema.tags,
+          summary: schema.summary,
+          description: schema.description,
+          security: schema.security ?? surface.security,
           ...(params.query.length > 0 ? { parameters: params.query } : {}),
+          ...(body === undefined ? {} : { requestBody: body }),
           responses: byStatus(responses),
         },
       });
@@ -204,25 +243,6 @@ export function openApiDocument(baseUrl: string, routes: RegisteredRoute[]): Jso
   for (const { path, pathParameters, method, operation } of operations) {
     const item = (paths[path] ??= pathParameters.length > 0 ? { parameters: pathParameters } : {});
     item[method] = operation;
-  }
-  // Every method no route of the path takes is refused, with the surface's answer.
-  for (const { path, surface, operation } of operations) {
-    const item = (paths[path] ??= {});
-    const words = path
-      .slice('/api/v1/'.length)
-      .split('/')
-      .map((segment) => segment.replace(/[{}]/g, ''));
-    for (const method of surface.refused.methods) {
-      const key = method.toLowerCase();
-      if (key in item) continue;
-      item[key] = {
-        operationId: `${key}${pascal(words)}Refused`,
-        tags: operation.tags,
-        summary: `${method} is refused: the API is read-only`,
-        security: surface.security,
-        responses: byStatus(surfaceResponses(surface, surface.refused.responses, 'Refused')),
-      };
-    }
   }
 
   const webhooks = Object.fromEntries(
@@ -254,23 +274,22 @@ export function openApiDocument(baseUrl: string, routes: RegisteredRoute[]): Jso
     ]),
   );
 
-  // A tag missing from TAGS is listed without a description, which the lint refuses.
-  const known: Json[] = Object.values(TAGS);
   const used = new Set([
     ...operations.flatMap(({ operation }) => [operation.tags].flat()),
     TAGS.webhooks.name,
   ]);
-  const tags = [...used].map((name) => known.find((tag) => tag.name === name) ?? { name });
+  // In the order of TAGS; a tag missing from it is listed without a description, which the lint refuses.
+  const known: { name: string; description: string }[] = Object.values(TAGS);
+  const tags = [
+    ...known.filter((tag) => used.has(tag.name)),
+    ...[...used].filter((name) => !known.some((tag) => tag.name === name)).map((name) => ({ name })),
+  ];
   return {
     openapi: '3.1.0',
     info: {
       title: 'Safety Incident API',
       version: '1',
-      description:
-        "Read an account's safety incidents, users, departments and locations. The public API " +
-        '(`/api/v1/public`) takes an API key, the wider API (`/api/v1`) an OAuth 2 access token. ' +
-        'Every response carries `X-Request-Id`; every counted response the `X-RateLimit-*` headers ' +
-        'of the hourly allowance. HEAD behaves as GET without a body. A path no route takes answers 404 `{ "error": true, "message": "Not found" }` after the credential checks.',
+      description: DESCRIPTION,
     },
     servers: [{ url: baseUrl }],
     tags,

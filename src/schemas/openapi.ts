@@ -1,3 +1,4 @@
+import type { FastifySchema, HTTPMethods } from 'fastify';
 import { type TSchema, Type } from 'typebox';
 
 /**
@@ -64,7 +65,12 @@ export const HEADERS = {
     Type.String(),
     'AQAAAAAAAAAAAAAARmnB0FB6e0d4c2k9Zm8yQ1J3SW1Pcw',
   ),
-  allow: header('Allow', 'The methods this path takes.', Type.String(), 'GET, HEAD'),
+  location: header(
+    'Location',
+    'Where the browser goes next: the sign-in and consent pages, or back to the client with the result.',
+    Type.String({ format: 'uri-reference' }),
+    '/integration/v1/oauth2/interaction/Jk3bA0yq6Xo1c8h4mZ2sR',
+  ),
   wwwAuthenticate: header(
     'WWW-Authenticate',
     'The bearer challenge (RFC 6750); names the error when a credential was sent.',
@@ -95,6 +101,24 @@ export interface OperationDoc {
    * body (a 304), and is documented as such.
    */
   responses?: Record<number, ResponseDoc>;
+  /**
+   * The operations this route hands over to a server of its own (the OAuth provider, mounted
+   * behind one wildcard route), each declared as its own route would be. The document lists
+   * these instead of the route itself.
+   */
+  delegated?: DelegatedRoute[];
+}
+
+/**
+ * An operation answered behind another route. Nothing validates or serializes through its
+ * `schema`: it says what the other server takes and answers (`body` as Fastify writes a body per
+ * media type, `{ content: { <media type>: { schema } } }`).
+ */
+export interface DelegatedRoute {
+  method: HTTPMethods;
+  url: string;
+  schema: FastifySchema;
+  config: { openapi: OperationDoc };
 }
 
 declare module 'fastify' {
@@ -122,32 +146,44 @@ export const NOT_MODIFIED: ResponseDoc = {
   headers: [HEADERS.etag],
 };
 
-/** Tags the operations are grouped by, with what each group holds. A route's tag must be one of these. */
+/**
+ * Tags the operations are grouped by, with what each group holds, in the order the document lists
+ * them. A route's tag must be one of these.
+ */
 export const TAGS = {
   incidents: { name: 'Incidents', description: "Safety incidents of the API key's account, newest first." },
   directory: {
     name: 'Directory',
     description: "The account's active users, departments and locations, by name.",
   },
-  exports: {
-    name: 'Exports',
-    description:
-      'Whole data sets in one streamed NDJSON or CSV response from one snapshot, with the feed position to continue from.',
-  },
-  webhooks: {
-    name: 'Webhooks',
-    description:
-      'The changes feed pushed: one signed POST per change to the endpoints a Super Admin registered, in feed order, retried with backoff until a 2xx (docs/webhooks.md). These are requests the service sends to your endpoint, not operations it serves.',
-  },
   changes: {
     name: 'Changes',
     description:
       'Every change to the public data, deletions included, oldest first and each record once in its latest state: a replica stays in sync by following `next_cursor`.',
   },
+  exports: {
+    name: 'Exports',
+    description:
+      'Whole data sets in one streamed NDJSON or CSV response from one snapshot, with the feed position to continue from.',
+  },
   widerApi: {
     name: 'Wider API',
     description:
       'The lists of the wider API, read with OAuth 2 access tokens and paged with `_start` and `_limit`.',
+  },
+  oauth: {
+    name: 'OAuth 2',
+    description:
+      'The authorization server that issues the access tokens of the wider API: authorization code with PKCE (S256), refresh tokens that rotate, client credentials, revocation, OpenID Connect userinfo and discovery. Its issuer is `/integration/v1/oauth2` on this host. A browser also passes through pages that are not operations: the sign-in and consent pages `/authorize` redirects to, and the sign-out confirmation of `/session/end`.',
+  },
+  health: {
+    name: 'Health',
+    description: 'Probes for load balancers and orchestrators: no credential, not counted, never cached.',
+  },
+  webhooks: {
+    name: 'Webhooks',
+    description:
+      'The changes feed pushed: one signed POST per change to the endpoints a Super Admin registered, in feed order, retried with backoff until a 2xx (docs/webhooks.md). These are requests the service sends to your endpoint, not operations it serves.',
   },
 } as const;
 

@@ -45,7 +45,7 @@ export const IncidentSchema = component(
   Type.Object(
     {
       id: Type.String({ format: 'uuid' }),
-      incident_number: Type.String({ description: 'Human-readable reference, INC-<year>-<sequence>' }),
+      incident_number: Type.String({ description: 'Human-readable reference, `INC-<year>-<sequence>`' }),
       description: nullable(Type.String()),
       status: Type.String({
         description: `Workflow status. Values seen in data: ${OBSERVED_STATUSES.join(', ')}; the contract fixes none, so others may appear.`,

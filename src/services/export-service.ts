@@ -1,6 +1,7 @@
 import { Readable } from 'node:stream';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Kysely } from 'kysely';
+import { IsString, IsUnion, type TObject, type TSchema } from 'typebox';
 import { accountRepository } from '../db/repositories/accounts.ts';
 import type { NameKey } from '../db/repositories/by-name.ts';
 import { incidentRepository } from '../db/repositories/incidents.ts';
@@ -15,6 +16,7 @@ import {
   toIncident,
   UserSchema,
 } from '../schemas/public.ts';
+import { csvLine } from '../lib/csv.ts';
 import { changeCursors } from './change-cursor.ts';
 
 /**
@@ -49,12 +51,35 @@ const STREAM_BUFFER_BYTES = 1024 * 1024;
 /** A record as the list endpoint renders it, fields in the list's order. */
 type Rendered = Readonly<Record<string, string | number | null>>;
 
+/** A field of the export, as its CSV column. */
+interface Column {
+  name: string;
+  /**
+   * Whether the field is text: a string that is not a date (a description, a name, an email).
+   * Only text cells are guarded against formulas (`csvCell`, src/lib/csv.ts); numbers and dates are written as
+   * they are, a negative number too. Decided by the field's type, never by its value, so that a
+   * column never changes shape from one row to the next.
+   */
+  text: boolean;
+}
+
 interface ExportSource {
-  /** Field names in the list's order (its response schema's). */
-  fields: string[];
+  /** The fields in the list's order (its response schema's). */
+  columns: Column[];
   /** The set in the list's order, chunk by chunk, each record rendered as the list renders it. */
   chunks(db: Kysely<Database>, accountId: string): AsyncGenerator<Rendered[]>;
 }
+
+function isText(schema: TSchema): boolean {
+  // A nullable field is the union of its type and null.
+  return (IsUnion(schema) ? schema.anyOf : [schema]).some(
+    (type) =>
+      IsString(type) && !('format' in type && (type.format === 'date' || type.format === 'date-time')),
+  );
+}
+
+const columnsOf = (schema: TObject): Column[] =>
+  Object.entries(schema.properties).map(([name, type]) => ({ name, text: isText(type) }));
 
 /** Walks a by-name list (users, departments, locations) in chunks, dropping the walk's key. */
 async function* byName<Row extends NameKey>(
@@ -72,7 +97,7 @@ async function* byName<Row extends NameKey>(
 
 const SOURCES: Record<ExportResource, ExportSource> = {
   incidents: {
-    fields: Object.keys(IncidentSchema.properties),
+    columns: columnsOf(IncidentSchema),
     async *chunks(db, accountId) {
       let below: number | null = null;
       for (;;) {
@@ -85,19 +110,19 @@ const SOURCES: Record<ExportResource, ExportSource> = {
     },
   },
   users: {
-    fields: Object.keys(UserSchema.properties),
+    columns: columnsOf(UserSchema),
     chunks: (db, accountId) =>
       byName((after) => userRepository.listVisibleAfter(db, accountId, after, CHUNK_ROWS)),
   },
   departments: {
-    fields: Object.keys(DepartmentSchema.properties),
+    columns: columnsOf(DepartmentSchema),
     chunks: (db, accountId) =>
       byName((after) =>
         namedResourceRepository.listActiveAfter(db, 'departments', accountId, after, CHUNK_ROWS),
       ),
   },
   locations: {
-    fields: Object.keys(LocationSchema.properties),
+    columns: columnsOf(LocationSchema),
     chunks: (db, accountId) =>
       byName((after) =>
         namedResourceRepository.listActiveAfter(db, 'locations', accountId, after, CHUNK_ROWS),
@@ -105,18 +130,8 @@ const SOURCES: Record<ExportResource, ExportSource> = {
   },
 };
 
-/** RFC 4180: a field is quoted when it holds a comma, a quote, CR or LF, its quotes doubled. */
-const NEEDS_QUOTES = /[",\r\n]/;
-
-function csvField(value: string | number | null | undefined): string {
-  if (value === null || value === undefined) return '';
-  const text = String(value);
-  return NEEDS_QUOTES.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
-}
-
-function csvLine(values: (string | number | null | undefined)[]): string {
-  return `${values.map(csvField).join(',')}\r\n`;
-}
+/** The header row: the field names. */
+const csvHeader = (columns: Column[]) => csvLine(columns.map(({ name }) => name));
 
 /**
  * Room for a line of a record, before a longer one makes the chunk's buffer grow: an incident's
@@ -127,17 +142,24 @@ const LINE_BYTES = 400;
 const LINE_FEED = 0x0a;
 
 /**
- * Records as lines of the format (NDJSON, or CSV rows of `fields`), each written into the chunk's
+ * Records as lines of the format (NDJSON, or CSV rows of `columns`), each written into the chunk's
  * bytes as soon as it is made. The chunk's text is never one string: joining the lines made a
  * rope that had to be flattened into a second copy before the stream turned it into bytes, and
  * kept every line alive until then, so that more of the young generation survived each collection
  * and V8 grew it further (docs/performance.md).
  */
-function lines(format: ExportFormat, fields: string[], records: Rendered[]): Buffer {
+function lines(format: ExportFormat, columns: Column[], records: Rendered[]): Buffer {
   let bytes = Buffer.allocUnsafeSlow(records.length * LINE_BYTES);
   let used = 0;
+  const text = columns.map((column) => column.text);
   for (const record of records) {
-    const line = format === 'ndjson' ? JSON.stringify(record) : csvLine(fields.map((field) => record[field]));
+    const line =
+      format === 'ndjson'
+        ? JSON.stringify(record)
+        : csvLine(
+            columns.map(({ name }) => record[name]),
+            text,
+          );
     // A UTF-16 code unit is at most 3 bytes of UTF-8; 1 more for NDJSON's line feed.
     const most = line.length * 3 + 1;
     if (bytes.length - used < most) {
@@ -153,21 +175,21 @@ function lines(format: ExportFormat, fields: string[], records: Rendered[]): Buf
 
 /** The response body, in chunks of bytes: NDJSON lines, or CSV (RFC 4180, CRLF) after a header row. */
 async function* encode(source: ExportSource, records: AsyncGenerator<Rendered[]>, format: ExportFormat) {
-  const { fields } = source;
-  if (format === 'csv') yield Buffer.from(csvLine(fields));
+  const { columns } = source;
+  if (format === 'csv') yield Buffer.from(csvHeader(columns));
   let first = true;
   for await (const chunk of records) {
     // The first chunk goes out at once; each later one after the event loop has had a turn.
     if (!first) await nextTurn();
     first = false;
-    yield lines(format, fields, chunk);
+    yield lines(format, columns, chunk);
   }
 }
 
 /** A whole export file of these records, as the endpoint writes it (the document's examples). */
 export function exportFile(resource: ExportResource, format: ExportFormat, records: Rendered[]): string {
-  const { fields } = SOURCES[resource];
-  return (format === 'csv' ? csvLine(fields) : '') + lines(format, fields, records).toString();
+  const { columns } = SOURCES[resource];
+  return (format === 'csv' ? csvHeader(columns) : '') + lines(format, columns, records).toString();
 }
 
 export interface Export {

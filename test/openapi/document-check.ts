@@ -7,9 +7,9 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 /**
  * Checks real responses against the OpenAPI document the app serves: the status is documented for
  * the operation, every documented header is present and of its type, and the body is in a
- * documented media type and matches its schema (JSON parsed; CSV, NDJSON and other text as the
- * string they are, after gzip if the response is compressed). Any test of the public or wider API
- * can run its responses through `check`.
+ * documented media type and matches its schema (JSON parsed; CSV, NDJSON, HTML and other text as
+ * the string they are, after gzip if the response is compressed). Any test of the service can run
+ * its responses through `check`.
  */
 
 type Json = Record<string, unknown>;
@@ -22,6 +22,17 @@ const field = (value: unknown, key: string): unknown => (isRecord(value) ? value
 const escapePointer = (token: string): string => token.replaceAll('~', '~0').replaceAll('/', '~1');
 
 const DOCUMENT_ID = 'urn:safety-api:openapi';
+
+export interface Operation {
+  path: string;
+  /** Upper case, as requests name it. */
+  method: string;
+  operationId: string;
+  operation: Json;
+}
+
+/** JSON, and the media types built on it (`application/jwk-set+json`). */
+const isJson = (mediaType: string) => mediaType === 'application/json' || mediaType.endsWith('+json');
 
 export class DocumentCheck {
   private readonly ajv = new Ajv2020({ strict: false, allErrors: true });
@@ -51,14 +62,21 @@ export class DocumentCheck {
     return node;
   }
 
-  /** Every operationId of the document, in document order. */
-  operationIds(): string[] {
-    const paths = isRecord(this.document.paths) ? Object.values(this.document.paths) : [];
-    return paths.flatMap((item) =>
-      Object.values(isRecord(item) ? item : {}).flatMap((operation) =>
-        isRecord(operation) && typeof operation.operationId === 'string' ? [operation.operationId] : [],
+  /** Every operation of the document (`paths`, not `webhooks`), in document order. */
+  operations(): Operation[] {
+    const paths = isRecord(this.document.paths) ? Object.entries(this.document.paths) : [];
+    return paths.flatMap(([path, item]) =>
+      Object.entries(isRecord(item) ? item : {}).flatMap(([method, operation]) =>
+        isRecord(operation) && typeof operation.operationId === 'string'
+          ? [{ path, method: method.toUpperCase(), operationId: operation.operationId, operation }]
+          : [],
       ),
     );
+  }
+
+  /** Every operationId of the document, in document order. */
+  operationIds(): string[] {
+    return this.operations().map(({ operationId }) => operationId);
   }
 
   /** Follows a `$ref` (within the document) to its pointer. */
@@ -88,6 +106,11 @@ export class DocumentCheck {
       this.validators.set(pointer, validate);
     }
     return validate;
+  }
+
+  /** Whether `value` is valid against the schema at `pointer` (a parameter's: `/paths/…/parameters/0/schema`). */
+  accepts(pointer: string, value: unknown): boolean {
+    return this.validator(pointer)(value) === true;
   }
 
   private assertValid(pointer: string, value: unknown, what: string): void {
@@ -150,6 +173,13 @@ export class DocumentCheck {
     );
     const body = payload.toString('utf8');
     const schemaPointer = `${responsePointer}/content/${escapePointer(mediaType)}/schema`;
-    this.assertValid(schemaPointer, mediaType === 'application/json' ? JSON.parse(body) : body, what);
+    this.assertValid(schemaPointer, isJson(mediaType) ? JSON.parse(body) : body, what);
+  }
+
+  /** Asserts that `value` is a `components.schemas[name]`: for answers the document describes in words. */
+  checkComponent(name: string, value: unknown, what: string): void {
+    const pointer = `/components/schemas/${escapePointer(name)}`;
+    assert.ok(isRecord(this.at(pointer)), `the document has no schema ${name}`);
+    this.assertValid(pointer, value, what);
   }
 }

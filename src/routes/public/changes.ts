@@ -77,9 +77,10 @@ export const changeRoutes: PublicRoutes = async (app) => {
             Type.String(),
             `The next_cursor of the previous page; none to start from the beginning (a full sync), "${LATEST_CURSOR}" for the current head`,
           ),
+          // Normalized like the incident list's, so documented without bounds as well.
           limit: queryParameter(
-            Type.Integer({ minimum: 1, maximum: MAX_CHANGES_LIMIT, default: DEFAULT_CHANGES_LIMIT }),
-            `Changes per page, 1 to ${MAX_CHANGES_LIMIT} (default ${DEFAULT_CHANGES_LIMIT}); above ${MAX_CHANGES_LIMIT} means ${MAX_CHANGES_LIMIT}, anything else ${DEFAULT_CHANGES_LIMIT}`,
+            Type.Integer({ default: DEFAULT_CHANGES_LIMIT }),
+            `Changes per page, up to ${MAX_CHANGES_LIMIT} (default ${DEFAULT_CHANGES_LIMIT}). Normalized, never refused: above ${MAX_CHANGES_LIMIT} means ${MAX_CHANGES_LIMIT}, anything but a whole number of at least 1 means ${DEFAULT_CHANGES_LIMIT}.`,
           ),
         }),
         response: {

@@ -23,6 +23,12 @@ const CONTENT_TYPES = {
 
 const capitalized = (word: string) => `${word[0]?.toUpperCase()}${word.slice(1)}`;
 
+/** NDJSON, the format a program reads, is the plain `exportIncidents`; CSV, for spreadsheets, says so. */
+const OPERATION_IDS = {
+  ndjson: (resource: string) => `export${capitalized(resource)}`,
+  csv: (resource: string) => `export${capitalized(resource)}Csv`,
+};
+
 const EXAMPLES = {
   incidents: INCIDENT_EXAMPLE,
   users: USER_EXAMPLE,
@@ -66,7 +72,7 @@ export const exportRoutes: PublicRoutes = async (app) => {
         `/exports/${file}`,
         {
           schema: {
-            operationId: `export${capitalized(resource)}${format === 'csv' ? 'Csv' : 'Ndjson'}`,
+            operationId: OPERATION_IDS[format](resource),
             tags: [TAGS.exports.name],
             summary: `Every ${resource === 'incidents' ? 'incident' : `active ${resource.slice(0, -1)}`} as ${format === 'csv' ? 'CSV' : 'NDJSON'}, from one snapshot`,
             description:
@@ -79,7 +85,7 @@ export const exportRoutes: PublicRoutes = async (app) => {
                   description:
                     format === 'csv'
                       ? 'RFC 4180 CSV (UTF-8, CRLF): a header row of the field names, then one row per record; null is an empty field'
-                      : 'One JSON object per record and line (LF), as the list endpoint renders it',
+                      : `One JSON object per record and line (LF): a \`${capitalized(resource).slice(0, -1)}\`, as the list endpoint renders it`,
                   headers: [HEADERS.changesCursor],
                   content: {
                     [CONTENT_TYPES[format].split(';')[0] as string]: {

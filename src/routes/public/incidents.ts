@@ -40,13 +40,15 @@ export const incidentRoutes: PublicRoutes = async (app, { respond }) => {
           '`page` or `limit` that is not a whole number of at least 1 falls back to its default, a ' +
           '`limit` above 200 is reduced to 200, and a page past the last is empty with the true totals.',
         querystring: Type.Object({
+          // Normalized, never refused: no minimum or maximum, which would make a validating client
+          // or proxy refuse a request this API serves. `pagination` says what was in effect.
           page: queryParameter(
-            Type.Integer({ minimum: 1, default: 1 }),
-            'Page number, from 1 (default 1); anything else falls back to 1',
+            Type.Integer({ default: 1 }),
+            'Page number, from 1 (default 1). Normalized, never refused: anything but a whole number of at least 1 means 1; a page past the last is empty.',
           ),
           limit: queryParameter(
-            Type.Integer({ minimum: 1, maximum: MAX_PAGE_LIMIT, default: DEFAULT_PAGE_LIMIT }),
-            `Incidents per page, 1 to ${MAX_PAGE_LIMIT} (default ${DEFAULT_PAGE_LIMIT}); above ${MAX_PAGE_LIMIT} means ${MAX_PAGE_LIMIT}, anything else ${DEFAULT_PAGE_LIMIT}`,
+            Type.Integer({ default: DEFAULT_PAGE_LIMIT }),
+            `Incidents per page, up to ${MAX_PAGE_LIMIT} (default ${DEFAULT_PAGE_LIMIT}). Normalized, never refused: above ${MAX_PAGE_LIMIT} means ${MAX_PAGE_LIMIT}, anything but a whole number of at least 1 means ${DEFAULT_PAGE_LIMIT}.`,
           ),
         }),
         response: {

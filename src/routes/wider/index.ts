@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { type TSchema, Type } from 'typebox';
+import { soleAuthorization } from '../../auth/authorization-header.ts';
 import { ApiError } from '../../errors.ts';
 import type { TokenPrincipal } from '../../oauth/access-tokens.ts';
 import { apiScopeFor, type WiderApiResource } from '../../oauth/scopes.ts';
@@ -40,7 +41,7 @@ function unauthorized(message: string, tokenGiven: boolean): ApiError {
 }
 
 async function authenticateAccessToken(request: FastifyRequest): Promise<void> {
-  const token = BEARER.exec(request.headers.authorization ?? '')?.[1];
+  const token = BEARER.exec(soleAuthorization(request) ?? '')?.[1];
   if (token === undefined)
     throw unauthorized('An OAuth 2 access token is required: send "Authorization: Bearer <token>".', false);
   if (token.startsWith('svc_')) {
@@ -88,11 +89,12 @@ function slice<T>(items: T[], page: PageRequest): T[] {
   return items.slice(page.start, page.start + page.limit);
 }
 
+/** The public API's names, with the paging that sets these lists apart. */
 const OPERATION_IDS: Record<WiderApiResource, string> = {
-  users: 'pageUsers',
-  departments: 'pageDepartments',
-  locations: 'pageLocations',
-  incidents: 'pageIncidents',
+  users: 'listUsersPaged',
+  departments: 'listDepartmentsPaged',
+  locations: 'listLocationsPaged',
+  incidents: 'listIncidentsPaged',
 };
 
 const admitUnrouted = admit(null);

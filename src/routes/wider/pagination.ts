@@ -19,9 +19,10 @@ export const PageQuerySchema = Type.Object({
     Type.Integer({ minimum: 0, default: 0 }),
     'Offset of the first record, a whole number from 0 (default 0); the next page starts at `start` + `_limit`',
   ),
+  // No maximum: a larger value is served, reduced to MAX_LIMIT (`perPage` says so). Below 1 is a 400.
   _limit: queryParameter(
-    Type.Integer({ minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT }),
-    `Records per page, a whole number from 1 (default ${DEFAULT_LIMIT}); above ${MAX_LIMIT} means ${MAX_LIMIT}`,
+    Type.Integer({ minimum: 1, default: DEFAULT_LIMIT }),
+    `Records per page, a whole number from 1 (default ${DEFAULT_LIMIT}). Normalized: above ${MAX_LIMIT} means ${MAX_LIMIT}.`,
   ),
 });
 type PageQuery = Static<typeof PageQuerySchema>;

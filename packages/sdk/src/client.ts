@@ -1,0 +1,282 @@
+import createFetchClient, { type Client } from 'openapi-fetch';
+import { SafetyApiError } from './errors.js';
+import { ExportStream } from './export-stream.js';
+import type { paths } from './generated/openapi.js';
+import { type Fetch, integerHeader, type RetryOptions, retryingFetch } from './retry.js';
+import type {
+  ApiResult,
+  Change,
+  ChangesPage,
+  Department,
+  Incident,
+  IncidentPagination,
+  Location,
+  RateLimit,
+  RecordType,
+  TypedRecord,
+  User,
+} from './types.js';
+
+export interface ClientOptions {
+  /** The service's origin, e.g. `https://safety.example.com`. */
+  baseUrl: string;
+  /** `svc_` and 40 hex characters, from the admin panel. */
+  apiKey: string;
+  /** Defaults to the global `fetch`. */
+  fetch?: Fetch;
+  /** How 429 and 503 answers are retried; `false` reports them at once. */
+  retry?: RetryOptions | false;
+}
+
+export interface CallOptions {
+  /** Aborts the request, and any wait before a retry. */
+  signal?: AbortSignal;
+}
+
+export interface SyncOptions extends CallOptions {
+  /** The cursor `saveCursor` last received; none (or null) to start with a full export. */
+  cursor?: string | null;
+  /** A record that is new or changed: replace your copy. */
+  onRecord(record: TypedRecord): void | Promise<void>;
+  /** A record that left the public view: remove your copy. */
+  onDelete(deletion: { type: RecordType; id: string }): void | Promise<void>;
+  /** Called once the records before `cursor` are handed over; pass it back to resume. */
+  saveCursor(cursor: string): void | Promise<void>;
+}
+
+/** The largest page of the feed: the fewest requests for `sync()`. */
+const FEED_PAGE_SIZE = 1000;
+
+function rateLimitOf(response: Response): RateLimit | null {
+  const limit = integerHeader(response.headers, 'x-ratelimit-limit');
+  const remaining = integerHeader(response.headers, 'x-ratelimit-remaining');
+  if (limit === null || remaining === null) return null;
+  return { limit, remaining, reset: integerHeader(response.headers, 'x-ratelimit-reset') };
+}
+
+function errorOf(response: Response, body: unknown): SafetyApiError {
+  return new SafetyApiError(response.status, body, {
+    requestId: response.headers.get('x-request-id'),
+    retryAfter: integerHeader(response.headers, 'retry-after'),
+    rateLimit: rateLimitOf(response),
+  });
+}
+
+/** An upsert's record with its kind, or null for a delete (the only change without an object). */
+function upserted(change: Change): TypedRecord | null {
+  if (change.object === null) return null;
+  // Each case narrows `change`, and with it the type of its object.
+  switch (change.type) {
+    case 'incident':
+      return { type: change.type, object: change.object };
+    case 'user':
+      return { type: change.type, object: change.object };
+    case 'department':
+      return { type: change.type, object: change.object };
+    case 'location':
+      return { type: change.type, object: change.object };
+  }
+}
+
+/** A client of the public API for one service and one API key. */
+export class SafetyClient {
+  readonly #api: Client<paths>;
+
+  constructor({ baseUrl, apiKey, fetch = globalThis.fetch, retry = {} }: ClientOptions) {
+    this.#api = createFetchClient<paths>({
+      baseUrl,
+      fetch: retry === false ? fetch : retryingFetch(fetch, retry),
+      headers: { authorization: `Bearer ${apiKey}` },
+    });
+  }
+
+  /** One page of incidents, newest first. `limit` is at most 200 (larger is served as 200). */
+  listIncidents(
+    query: { page?: number; limit?: number } = {},
+    { signal }: CallOptions = {},
+  ): Promise<ApiResult<{ data: Incident[]; pagination: IncidentPagination }>> {
+    return this.#result(this.#api.GET('/api/v1/public/incidents', { params: { query }, signal }));
+  }
+
+  /** One incident; a SafetyApiError with status 404 when the account has none with that id. */
+  getIncident(id: string, { signal }: CallOptions = {}): Promise<ApiResult<Incident>> {
+    return this.#result(this.#api.GET('/api/v1/public/incidents/{id}', { params: { path: { id } }, signal }));
+  }
+
+  /** Every active user, by name. */
+  listUsers({ signal }: CallOptions = {}): Promise<ApiResult<User[]>> {
+    return this.#result(this.#api.GET('/api/v1/public/users', { signal }));
+  }
+
+  /** Every active department, by name. */
+  listDepartments({ signal }: CallOptions = {}): Promise<ApiResult<Department[]>> {
+    return this.#result(this.#api.GET('/api/v1/public/departments', { signal }));
+  }
+
+  /** Every active location, by name. */
+  listLocations({ signal }: CallOptions = {}): Promise<ApiResult<Location[]>> {
+    return this.#result(this.#api.GET('/api/v1/public/locations', { signal }));
+  }
+
+  /**
+   * One page of the changes feed after `cursor` (none: from the beginning; `latest`: no changes,
+   * the current position). Continue from `next_cursor` while `has_more`.
+   */
+  listChanges(
+    query: { cursor?: string; limit?: number } = {},
+    { signal }: CallOptions = {},
+  ): Promise<ApiResult<ChangesPage>> {
+    return this.#result(this.#api.GET('/api/v1/public/changes', { params: { query }, signal }));
+  }
+
+  /**
+   * Every incident, streamed from one snapshot. Its `cursor` (`X-Changes-Cursor`) continues with
+   * the changes feed. Iterate it to the end, or `cancel()` it: an open export holds a snapshot on
+   * the server.
+   */
+  exportIncidents({ signal }: CallOptions = {}): Promise<ExportStream<Incident>> {
+    return this.#export(
+      this.#api.GET('/api/v1/public/exports/incidents.ndjson', { parseAs: 'stream', signal }),
+    );
+  }
+
+  /** Every active user, streamed from one snapshot; see `exportIncidents`. */
+  exportUsers({ signal }: CallOptions = {}): Promise<ExportStream<User>> {
+    return this.#export(this.#api.GET('/api/v1/public/exports/users.ndjson', { parseAs: 'stream', signal }));
+  }
+
+  /** Every active department, streamed from one snapshot; see `exportIncidents`. */
+  exportDepartments({ signal }: CallOptions = {}): Promise<ExportStream<Department>> {
+    return this.#export(
+      this.#api.GET('/api/v1/public/exports/departments.ndjson', { parseAs: 'stream', signal }),
+    );
+  }
+
+  /** Every active location, streamed from one snapshot; see `exportIncidents`. */
+  exportLocations({ signal }: CallOptions = {}): Promise<ExportStream<Location>> {
+    return this.#export(
+      this.#api.GET('/api/v1/public/exports/locations.ndjson', { parseAs: 'stream', signal }),
+    );
+  }
+
+  /**
+   * Every incident, page after page (`limit` per request). Pages are computed at request time, so
+   * for a consistent copy use an export or `sync()`; an incident pushed onto the next page by a new
+   * one is not yielded twice.
+   */
+  async *incidents(query: { limit?: number } = {}, options: CallOptions = {}): AsyncGenerator<Incident> {
+    let previousPage = new Set<string>();
+    for (let page = 1; ; page += 1) {
+      const { data } = await this.listIncidents({ page, limit: query.limit }, options);
+      for (const incident of data.data) if (!previousPage.has(incident.id)) yield incident;
+      if (page >= data.pagination.pages) return;
+      previousPage = new Set(data.data.map((incident) => incident.id));
+    }
+  }
+
+  /** Every active user (the list is not paged: one request). */
+  async *users(options: CallOptions = {}): AsyncGenerator<User> {
+    yield* (await this.listUsers(options)).data;
+  }
+
+  /** Every active department (one request). */
+  async *departments(options: CallOptions = {}): AsyncGenerator<Department> {
+    yield* (await this.listDepartments(options)).data;
+  }
+
+  /** Every active location (one request). */
+  async *locations(options: CallOptions = {}): AsyncGenerator<Location> {
+    yield* (await this.listLocations(options)).data;
+  }
+
+  /**
+   * The pages of the changes feed from `cursor` until `has_more` is false. Store each page's
+   * `next_cursor` once its changes are applied; the last one is where to poll from next time.
+   */
+  async *changes(
+    query: { cursor?: string; limit?: number } = {},
+    options: CallOptions = {},
+  ): AsyncGenerator<ApiResult<ChangesPage>> {
+    let { cursor } = query;
+    for (;;) {
+      const page = await this.listChanges({ cursor, limit: query.limit }, options);
+      yield page;
+      if (!page.data.has_more) return;
+      cursor = page.data.next_cursor;
+    }
+  }
+
+  /**
+   * Brings a copy up to date and returns the cursor to resume from. Without a cursor: the export
+   * of every resource, then the feed from the first export's position (a change made during the
+   * later exports comes again from the feed, in its latest state). With one: the feed from it.
+   * `saveCursor` is called after the exports and after every page of the feed, so a restart loses
+   * nothing. A SafetyApiError `CURSOR_EXPIRED` means the cursor is older than the feed keeps:
+   * empty the copy and sync without a cursor.
+   */
+  async sync({ cursor, onRecord, onDelete, saveCursor, signal }: SyncOptions): Promise<string> {
+    let position = cursor ?? null;
+    if (position === null) {
+      position = await this.#exportAll(onRecord, { signal });
+      await saveCursor(position);
+    }
+    for await (const page of this.changes({ cursor: position, limit: FEED_PAGE_SIZE }, { signal })) {
+      for (const change of page.data.data) {
+        const record = upserted(change);
+        if (record === null) await onDelete({ type: change.type, id: change.id });
+        else await onRecord(record);
+      }
+      position = page.data.next_cursor;
+      await saveCursor(position);
+    }
+    return position;
+  }
+
+  /** Every resource's export handed to `onRecord`; returns the first snapshot's feed position. */
+  async #exportAll(onRecord: SyncOptions['onRecord'], options: CallOptions): Promise<string> {
+    const incidents = await this.exportIncidents(options);
+    for await (const object of incidents) await onRecord({ type: 'incident', object });
+    for await (const object of await this.exportUsers(options)) await onRecord({ type: 'user', object });
+    for await (const object of await this.exportDepartments(options))
+      await onRecord({ type: 'department', object });
+    for await (const object of await this.exportLocations(options))
+      await onRecord({ type: 'location', object });
+    return incidents.cursor;
+  }
+
+  /** The rows of an NDJSON export, typed by the caller: the document describes its body as text. */
+  async #export<Row>(
+    call: Promise<{ data?: ReadableStream<Uint8Array> | null; error?: unknown; response: Response }>,
+  ): Promise<ExportStream<Row>> {
+    const { data, error, response } = await call;
+    const cursor = response.headers.get('x-changes-cursor');
+    if (data === undefined) throw errorOf(response, error);
+    // Something in front of the service answered in its place (a captive portal, a proxy's page).
+    if (data === null || cursor === null) {
+      await data?.cancel();
+      throw new Error(`${response.url} is not an export`);
+    }
+    return new ExportStream(data, {
+      cursor,
+      rateLimit: rateLimitOf(response),
+      requestId: response.headers.get('x-request-id'),
+    });
+  }
+
+  async #result<T>(
+    call: Promise<{ data?: { data: T }; error?: unknown; response: Response }>,
+  ): Promise<ApiResult<T>> {
+    const { data, error, response } = await call;
+    if (data === undefined) throw errorOf(response, error);
+    return {
+      data: data.data,
+      rateLimit: rateLimitOf(response),
+      requestId: response.headers.get('x-request-id'),
+    };
+  }
+}
+
+/** A client of the public API for one service and one API key. */
+export function createClient(options: ClientOptions): SafetyClient {
+  return new SafetyClient(options);
+}

@@ -1,0 +1,26 @@
+export {
+  type CallOptions,
+  type ClientOptions,
+  createClient,
+  SafetyClient,
+  type SyncOptions,
+} from './client.js';
+export { type ErrorCode, SafetyApiError } from './errors.js';
+export { ExportStream } from './export-stream.js';
+export type { components, paths, webhooks } from './generated/openapi.js';
+export type { Fetch, RetryOptions } from './retry.js';
+export type {
+  ApiResult,
+  Change,
+  ChangesPage,
+  Department,
+  Incident,
+  IncidentPagination,
+  Location,
+  RateLimit,
+  RecordType,
+  TypedRecord,
+  User,
+  WebhookEvent,
+} from './types.js';
+export { verifyWebhook, type WebhookHeaders, WebhookVerificationError } from './webhooks.js';

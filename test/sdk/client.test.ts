@@ -1,0 +1,253 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import {
+  createClient,
+  type Incident,
+  type RecordType,
+  SafetyApiError,
+  type SafetyClient,
+  type TypedRecord,
+} from '../../packages/sdk/src/index.ts';
+import { importFile } from '../../src/import/import.ts';
+import { createTestContext, STORES, seedAccount, seedKey, type TestContext } from '../helpers.ts';
+import { account, gone, incident, minute, ndjson } from '../import/files.ts';
+
+/** The SDK against the real server, listening on a port (the SDK speaks HTTP through fetch). */
+
+const INCIDENTS = 7;
+const named = (type: 'department' | 'location', accountId: string, name: string) => ({
+  type,
+  id: randomUUID(),
+  account_id: accountId,
+  name,
+});
+const user = (accountId: string, name: string) => ({
+  type: 'user',
+  id: randomUUID(),
+  account_id: accountId,
+  name,
+  email: `${name.toLowerCase()}-${randomUUID().slice(0, 8)}@example.com`,
+  role: 'manager',
+});
+
+/** Rejects with a SafetyApiError, which it returns. */
+async function apiError(call: Promise<unknown>): Promise<SafetyApiError> {
+  const error = await call.catch((caught: unknown) => caught);
+  assert.ok(error instanceof SafetyApiError, `a SafetyApiError, got ${String(error)}`);
+  return error;
+}
+
+for (const store of STORES) {
+  describe(`SDK against the server (${store})`, () => {
+    let ctx: TestContext;
+    let baseUrl: string;
+    let client: SafetyClient;
+    let accountId: string;
+    const incidents: ReturnType<typeof incident>[] = [];
+    const users: ReturnType<typeof user>[] = [];
+
+    before(async () => {
+      ctx = await createTestContext(store);
+      await ctx.app.listen({ port: 0, host: '127.0.0.1' });
+      baseUrl = `http://127.0.0.1:${(ctx.app.server.address() as AddressInfo).port}`;
+      accountId = randomUUID();
+      for (let i = 1; i <= INCIDENTS; i += 1) incidents.push(incident(accountId, i, minute(i)));
+      users.push(user(accountId, 'Ann'), user(accountId, 'Bob'), user(accountId, 'Cy'));
+      await importFile(
+        ctx.db,
+        ndjson([
+          account(accountId, { rate_limit_per_hour: 10_000 }),
+          named('department', accountId, 'Operations'),
+          named('department', accountId, 'Logistics'),
+          named('location', accountId, 'Warehouse North'),
+          named('location', accountId, 'Dock 3'),
+          ...users,
+          ...incidents,
+        ]),
+      );
+      const { rawKey } = await seedKey(ctx.db, accountId);
+      client = createClient({ baseUrl, apiKey: rawKey });
+    });
+    after(() => ctx.close());
+
+    test('calls answer typed data with the rate-limit headers and the request id', async () => {
+      const page = await client.listIncidents({ limit: 3 });
+      assert.deepEqual(page.data.pagination, { page: 1, limit: 3, total: INCIDENTS, pages: 3 });
+      assert.deepEqual(
+        page.data.data.map((row) => row.incident_number),
+        ['INC-2025-0007', 'INC-2025-0006', 'INC-2025-0005'],
+      );
+      assert.ok(page.rateLimit !== null);
+      assert.equal(page.rateLimit.limit, 10_000);
+      assert.ok(page.rateLimit.remaining < 10_000);
+      assert.ok(page.rateLimit.reset !== null && page.rateLimit.reset > Date.now() / 1000);
+      assert.match(page.requestId ?? '', /./);
+
+      const one = await client.getIncident(incidents[0]!.id);
+      assert.equal(one.data.incident_number, 'INC-2025-0001');
+      assert.equal(one.data.severity_score, 6);
+      assert.deepEqual(
+        (await client.listUsers()).data.map((row) => row.name),
+        ['Ann', 'Bob', 'Cy'],
+      );
+      assert.deepEqual(
+        (await client.listDepartments()).data.map((row) => row.name),
+        ['Logistics', 'Operations'],
+      );
+      assert.deepEqual(
+        (await client.listLocations()).data.map((row) => row.name),
+        ['Dock 3', 'Warehouse North'],
+      );
+      const head = await client.listChanges({ cursor: 'latest' });
+      assert.deepEqual(head.data.data, []);
+      assert.equal(head.data.has_more, false);
+      assert.ok(head.rateLimit !== null);
+    });
+
+    test("errors carry the status, the contract's code, the message and the request id", async () => {
+      const notFound = await apiError(client.getIncident(randomUUID()));
+      assert.equal(notFound.status, 404);
+      assert.equal(notFound.code, null);
+      assert.equal(notFound.message, 'Incident not found');
+      assert.match(notFound.requestId ?? '', /./);
+
+      const unknownKey = createClient({ baseUrl, apiKey: `svc_${'0'.repeat(40)}` });
+      const invalid = await apiError(unknownKey.listUsers());
+      assert.deepEqual([invalid.status, invalid.code], [401, 'API_KEY_INVALID']);
+      const refusedExport = await apiError(unknownKey.exportIncidents());
+      assert.deepEqual([refusedExport.status, refusedExport.code], [401, 'API_KEY_INVALID']);
+      const malformed = await apiError(createClient({ baseUrl, apiKey: 'not-a-key' }).listUsers());
+      assert.deepEqual([malformed.status, malformed.code], [401, 'API_KEY_REQUIRED']);
+      const cursor = await apiError(client.listChanges({ cursor: 'garbled' }));
+      assert.deepEqual([cursor.status, cursor.code], [400, 'INVALID_CURSOR']);
+    });
+
+    test('the iterators visit every record once', async () => {
+      const seen: Incident[] = [];
+      for await (const row of client.incidents({ limit: 2 })) seen.push(row);
+      assert.deepEqual(
+        seen.map((row) => row.incident_number),
+        incidents.map((row) => row.incident_number).reverse(),
+      );
+      const names = async (rows: AsyncIterable<{ name: string }>) => {
+        const found: string[] = [];
+        for await (const row of rows) found.push(row.name);
+        return found;
+      };
+      assert.deepEqual(await names(client.users()), ['Ann', 'Bob', 'Cy']);
+      assert.deepEqual(await names(client.departments()), ['Logistics', 'Operations']);
+      assert.deepEqual(await names(client.locations()), ['Dock 3', 'Warehouse North']);
+
+      const changed: string[] = [];
+      let pages = 0;
+      let last = true;
+      for await (const page of client.changes({ limit: 3 })) {
+        pages += 1;
+        changed.push(...page.data.data.map((change) => change.id));
+        last = page.data.has_more;
+      }
+      const records = INCIDENTS + users.length + 2 + 2;
+      assert.equal(changed.length, records);
+      assert.equal(new Set(changed).size, records);
+      assert.equal(pages, Math.ceil(records / 3));
+      assert.equal(last, false);
+    });
+
+    test('an export streams typed rows, in the list order, with the feed cursor', async () => {
+      const exported = await client.exportIncidents();
+      assert.match(exported.cursor, /./);
+      assert.ok(exported.rateLimit !== null);
+      const rows: Incident[] = [];
+      for await (const row of exported) rows.push(row);
+      assert.deepEqual(rows, (await client.listIncidents({ limit: 200 })).data.data);
+
+      const exportedUsers = [];
+      for await (const row of await client.exportUsers()) exportedUsers.push(row);
+      assert.deepEqual(exportedUsers, (await client.listUsers()).data);
+
+      // Leaving early, or never reading, releases the export; the client goes on.
+      for await (const row of await client.exportIncidents()) {
+        assert.equal(row.incident_number, 'INC-2025-0007');
+        break;
+      }
+      await (await client.exportLocations()).cancel();
+      assert.equal((await client.listDepartments()).data.length, 2);
+    });
+
+    test('sync: the export then the feed, a cursor saved after each step, later changes and deletions', async () => {
+      const copy = new Map<string, TypedRecord['object']>();
+      const deleted: { type: RecordType; id: string }[] = [];
+      const saved: string[] = [];
+      let records = 0;
+      const handlers = {
+        onRecord: ({ type, object }: TypedRecord) => {
+          records += 1;
+          copy.set(`${type}:${object.id}`, object);
+        },
+        onDelete: (deletion: { type: RecordType; id: string }) => {
+          deleted.push(deletion);
+          copy.delete(`${deletion.type}:${deletion.id}`);
+        },
+        saveCursor: (cursor: string) => {
+          saved.push(cursor);
+        },
+      };
+
+      const first = await client.sync(handlers);
+      const total = INCIDENTS + users.length + 2 + 2;
+      assert.equal(copy.size, total);
+      // Nothing changed since the exports: the feed after them holds nothing to replay.
+      assert.equal(records, total);
+      assert.deepEqual(deleted, []);
+      assert.ok(saved.length >= 2, 'after the exports and after the feed');
+      assert.equal(saved.at(-1), first);
+
+      // Later: an incident changes, another is deleted, a user is deactivated.
+      const [changedIncident, deletedIncident] = [incidents[2]!, incidents[3]!];
+      await importFile(
+        ctx.db,
+        ndjson([
+          { ...changedIncident, status: 'closed', updated_at: minute(100) },
+          gone('incident', deletedIncident.id, accountId),
+          gone('user', users[1]!.id, accountId),
+        ]),
+      );
+      records = 0;
+      saved.length = 0;
+      const second = await client.sync({ cursor: first, ...handlers });
+      assert.equal(records, 1);
+      const current = (await client.getIncident(changedIncident.id)).data;
+      assert.equal(current.status, 'closed');
+      assert.deepEqual(copy.get(`incident:${changedIncident.id}`), current);
+      assert.deepEqual(
+        deleted.map(({ type, id }) => `${type}:${id}`).sort(),
+        [`incident:${deletedIncident.id}`, `user:${users[1]!.id}`].sort(),
+      );
+      assert.equal(copy.size, total - 2);
+      assert.deepEqual(saved, [second]);
+
+      // Resuming from the saved cursor with nothing new hands over nothing.
+      records = 0;
+      deleted.length = 0;
+      await client.sync({ cursor: second, ...handlers });
+      assert.equal(records, 0);
+      assert.deepEqual(deleted, []);
+    });
+
+    test("the server's own 429: reported with its code and Retry-After at once, not waited for", async () => {
+      const limited = await seedAccount(ctx.db, { rate_limit_per_hour: 2 });
+      const { rawKey } = await seedKey(ctx.db, limited);
+      const small = createClient({ baseUrl, apiKey: rawKey });
+      await small.listUsers();
+      await small.listUsers();
+      const started = performance.now();
+      const error = await apiError(small.listUsers());
+      assert.ok(performance.now() - started < 5000);
+      assert.deepEqual([error.status, error.code], [429, 'RATE_LIMIT_EXCEEDED']);
+      assert.ok(error.retryAfter !== null && error.retryAfter > 60, `Retry-After ${error.retryAfter}`);
+      assert.deepEqual(error.rateLimit, { limit: 2, remaining: 0, reset: null });
+    });
+  });
+}

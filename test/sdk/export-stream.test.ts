@@ -1,0 +1,87 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { ExportStream } from '../../packages/sdk/src/index.ts';
+
+/** How an export's body becomes rows: chunk boundaries anywhere, rows as soon as they arrive. */
+
+const META = { cursor: 'c', rateLimit: null, requestId: null };
+const bytes = (text: string) => new TextEncoder().encode(text);
+
+/** A body that sends `chunks`, then waits for `release` before it ends (or fails). */
+function body(chunks: Uint8Array[], release: Promise<'end' | 'fail'> = Promise.resolve('end')) {
+  let cancelled = false;
+  const stream = new ReadableStream<Uint8Array>({
+    start(controller) {
+      for (const chunk of chunks) controller.enqueue(chunk);
+      void release.then((how) => {
+        if (cancelled) return;
+        if (how === 'end') controller.close();
+        else controller.error(new TypeError('terminated'));
+      });
+    },
+    cancel() {
+      cancelled = true;
+    },
+  });
+  return { stream, cancelled: () => cancelled };
+}
+
+async function rows(stream: AsyncIterable<unknown>): Promise<unknown[]> {
+  const found: unknown[] = [];
+  for await (const row of stream) found.push(row);
+  return found;
+}
+
+describe('ExportStream', () => {
+  test('rows split anywhere across chunks, inside a character too', async () => {
+    const text = '{"name":"Åsa – 東京 🚧"}\n{"name":"b"}\n';
+    const all = bytes(text);
+    // Every split point: inside the multi-byte characters, on the LF, at the ends.
+    for (let at = 0; at <= all.length; at += 1) {
+      const { stream } = body([all.slice(0, at), all.slice(at)]);
+      assert.deepEqual(await rows(new ExportStream(stream, META)), [
+        { name: 'Åsa – 東京 🚧' },
+        { name: 'b' },
+      ]);
+    }
+  });
+
+  test('a row is handed over as soon as its line is complete, before the body ends', async () => {
+    let end!: (how: 'end') => void;
+    const { stream } = body(
+      [bytes('{"n":1}\n{"n"')],
+      new Promise((resolve) => {
+        end = resolve;
+      }),
+    );
+    const iterator = new ExportStream(stream, META)[Symbol.asyncIterator]();
+    assert.deepEqual(await iterator.next(), { done: false, value: { n: 1 } });
+    end('end');
+    await assert.rejects(iterator.next(), /cut short/);
+  });
+
+  test('a transfer that fails mid-body throws', async () => {
+    const { stream } = body([bytes('{"n":1}\n')], Promise.resolve('fail'));
+    await assert.rejects(rows(new ExportStream(stream, META)), /terminated/);
+  });
+
+  test('leaving early, or cancelling while or before reading, cancels the body', async () => {
+    const never = new Promise<'end'>(() => {});
+    const early = body([bytes('{"n":1}\n{"n":2}\n')], never);
+    for await (const row of new ExportStream(early.stream, META)) {
+      assert.deepEqual(row, { n: 1 });
+      break;
+    }
+    assert.equal(early.cancelled(), true);
+
+    const started = body([bytes('{"n":1}\n{"n":2}\n')], never);
+    const reading = new ExportStream(started.stream, META);
+    assert.deepEqual(await reading[Symbol.asyncIterator]().next(), { done: false, value: { n: 1 } });
+    await reading.cancel();
+    assert.equal(started.cancelled(), true);
+
+    const unread = body([], never);
+    await new ExportStream(unread.stream, META).cancel();
+    assert.equal(unread.cancelled(), true);
+  });
+});

@@ -1,0 +1,85 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { promisify } from 'node:util';
+import {
+  createTestContext,
+  ROOT,
+  seedAccount,
+  seedIncidents,
+  seedKey,
+  type TestContext,
+} from '../helpers.ts';
+
+/**
+ * What an integrator does: install the packed SDK into an empty project and run the README's quick
+ * start there, against a running server. The tarball's dependencies come from npm's cache when it
+ * has them (they are the workspace's), else from the registry.
+ */
+
+const run = promisify(execFile);
+const SDK = join(ROOT, 'packages/sdk');
+
+describe('the packed SDK', () => {
+  let ctx: TestContext;
+  let baseUrl: string;
+  let apiKey: string;
+  const dir = mkdtempSync(join(tmpdir(), 'safety-sdk-pack-'));
+
+  before(async () => {
+    ctx = await createTestContext('sqlite');
+    await ctx.app.listen({ port: 0, host: '127.0.0.1' });
+    baseUrl = `http://127.0.0.1:${(ctx.app.server.address() as AddressInfo).port}`;
+    const accountId = await seedAccount(ctx.db);
+    await seedIncidents(ctx.db, accountId, 5);
+    ({ rawKey: apiKey } = await seedKey(ctx.db, accountId));
+  });
+  after(async () => {
+    await ctx.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test(
+    'installs into an empty project, where the README quick start runs',
+    { timeout: 110_000 },
+    async () => {
+      // `prepack` builds dist/ with tsc.
+      await run('npm', ['pack', '--workspace', '@safety-incident/sdk', '--pack-destination', dir], {
+        cwd: ROOT,
+        timeout: 60_000,
+      });
+      const tarball = readdirSync(dir).find((name) => name.endsWith('.tgz'));
+      assert.ok(tarball !== undefined, 'npm pack wrote a tarball');
+
+      const project = join(dir, 'project');
+      mkdirSync(project);
+      writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'quick-start', private: true }));
+      await run('npm', ['install', join(dir, tarball), '--prefer-offline', '--no-audit', '--no-fund'], {
+        cwd: project,
+        timeout: 60_000,
+      });
+
+      const quickStart = /## Quick start\n\n```js\n([\s\S]*?)```/.exec(
+        readFileSync(join(SDK, 'README.md'), 'utf8'),
+      );
+      assert.ok(quickStart?.[1] !== undefined, 'the README has a quick start');
+      writeFileSync(join(project, 'quick-start.mjs'), quickStart[1]);
+      const { stdout } = await run(process.execPath, ['quick-start.mjs'], {
+        cwd: project,
+        env: { ...process.env, SAFETY_API_URL: baseUrl, SAFETY_API_KEY: apiKey },
+        timeout: 30_000,
+      });
+      const lines = stdout.trimEnd().split('\n');
+      assert.match(lines[0]!, /^5 incidents, \d+ requests left this hour$/);
+      assert.deepEqual(
+        lines.slice(1, -1),
+        [5, 4, 3, 2, 1].map((n) => `INC-2025-${n} open`),
+      );
+      assert.equal(lines.at(-1), '404 Incident not found');
+    },
+  );
+});
