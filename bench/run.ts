@@ -15,6 +15,7 @@ import { feedCatchUp } from './scenarios/feed.ts';
 import { importRate, totalAfterImport } from './scenarios/import.ts';
 import { memory } from './scenarios/memory.ts';
 import { notModified } from './scenarios/not-modified.ts';
+import { usageOverhead } from './scenarios/usage.ts';
 import { pageOneRatio } from './scenarios/ratio.ts';
 import { walk } from './scenarios/walk.ts';
 import { webhookDeliveries } from './scenarios/webhooks.ts';
@@ -30,8 +31,8 @@ import { ensureWrk, wrkVersion } from './wrk.ts';
  * query's plan, pages 1 and last before and after); then the page-1 ratio, the export and the feed
  * on PostgreSQL + Redis; then webhook deliveries on each store, on a database of their own.
  * BENCH_ONLY=sync runs only issue 12's part (after the same import), BENCH_ONLY=webhooks only the
- * webhooks. Prints one table with the target beside each result (docs/performance.md explains the
- * method).
+ * webhooks, BENCH_ONLY=usage only page 1 with key usage recorded and without (issue 24). Prints
+ * one table with the target beside each result (docs/performance.md explains the method).
  * Everything runs on loopback, every load run is bounded in time, and the work files are removed
  * at the end.
  */
@@ -41,6 +42,7 @@ async function sqliteMode(): Promise<void> {
   log(`generating ${fmt(settings.incidents)} incidents`);
   const dataFile = await generateDataset('sqlite.ndjson', settings.incidents);
   await importRate('SQLite', dataFile, settings.incidents, env, true);
+  if (settings.only === 'usage') return usageOverhead('SQLite', env);
   const api = await startApi('SQLite', env);
   try {
     if (settings.only === 'scale') {
@@ -80,6 +82,14 @@ async function postgresMode(): Promise<void> {
       const env = { DATABASE_URL: url, REDIS_URL: redisUrl };
       const dataFile = await generateDataset('pg.ndjson', settings.pgIncidents);
       await importRate('PostgreSQL', dataFile, settings.pgIncidents, env, false);
+      if (settings.only === 'usage') {
+        const transactions = postgresTransactions(url);
+        try {
+          return await usageOverhead('PostgreSQL + Redis', env, [transactions]);
+        } finally {
+          await transactions.close();
+        }
+      }
       const api = await startApi('PostgreSQL + Redis', env);
       const transactions = postgresTransactions(url);
       const commands = redisCommands(redisUrl);

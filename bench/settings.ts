@@ -24,10 +24,11 @@ const incidents = positiveInteger('BENCH_INCIDENTS', 1_000_000);
  * `BENCH_ONLY=sync`: only issue 12's measurements (export, feed, deletion), after the same import.
  * `BENCH_ONLY=scale`: only issue 13's, the page-1 ratios of both stores with what each request
  * costs PostgreSQL and Redis. `BENCH_ONLY=webhooks`: only the webhook deliveries of both stores.
+ * `BENCH_ONLY=usage`: only issue 24's, page 1 with key usage recorded and without, on both stores.
  */
 const only = process.env.BENCH_ONLY ?? '';
-if (only !== '' && only !== 'sync' && only !== 'scale' && only !== 'webhooks') {
-  throw new Error(`BENCH_ONLY must be "sync", "scale", "webhooks" or unset (got "${only}")`);
+if (only !== '' && only !== 'sync' && only !== 'scale' && only !== 'webhooks' && only !== 'usage') {
+  throw new Error(`BENCH_ONLY must be "sync", "scale", "webhooks", "usage" or unset (got "${only}")`);
 }
 const webhookEvents = positiveInteger('BENCH_WEBHOOK_EVENTS', Math.min(incidents, 100_000));
 

@@ -6,6 +6,7 @@ import type { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
 import type { KeyLookup } from './auth/key-lookup.ts';
 import type { SharedGeneration } from './auth/shared-generation.ts';
+import type { KeyUsageRecorder } from './auth/key-usage.ts';
 import type { LastUseRecorder } from './auth/last-use.ts';
 import type { PublicRateLimiter } from './auth/rate-limit.ts';
 import type { SignIn } from './auth/sign-in.ts';
@@ -34,6 +35,7 @@ declare module 'fastify' {
     sharedGeneration: SharedGeneration | null;
     rateLimiter: PublicRateLimiter;
     lastUse: LastUseRecorder;
+    keyUsage: KeyUsageRecorder;
     signIn: SignIn;
     webhookDeps: WebhookDeps;
     webhooks: WebhookDispatcher;
@@ -154,6 +156,7 @@ export async function buildApp(
   app.decorate('sharedGeneration', services.sharedGeneration);
   app.decorate('rateLimiter', services.rateLimiter);
   app.decorate('lastUse', services.lastUse);
+  app.decorate('keyUsage', services.keyUsage);
   app.decorate('signIn', services.signIn);
   app.decorate('webhookDeps', services.webhookDeps);
   app.decorate('webhooks', services.webhooks);

@@ -37,6 +37,7 @@ export const INTEGRATIONS_PATH = `${ADMIN_PATH}/settings/integrations`;
 export const KEYS_PATH = `${INTEGRATIONS_PATH}/api-keys`;
 export const OAUTH_CLIENTS_PATH = `${INTEGRATIONS_PATH}/oauth-clients`;
 export const WEBHOOKS_PATH = `${INTEGRATIONS_PATH}/webhooks`;
+export const AUDIT_PATH = `${INTEGRATIONS_PATH}/audit`;
 
 /** The `WWW-Authenticate` challenge of every surface that takes a bearer credential. */
 export const BEARER_REALM = 'Bearer realm="safety-api"';

@@ -42,6 +42,11 @@ declare module 'fastify' {
     apiKey: KeyForAuth;
     /** The allowance window this request was counted in; set by `authenticateApiKey`. */
     rateLimitWindow: RateLimitWindow;
+    /**
+     * The key the request's answer is counted for in the key's usage (`KeyUsageRecorder`): set as
+     * soon as the key is found, so that refusals (an expired key, a 429) are counted too.
+     */
+    usageKeyId: string | null;
   }
 }
 
@@ -54,6 +59,7 @@ export async function authenticateApiKey(request: FastifyRequest, reply: Fastify
   const keyHash = hashApiKey(match[1] as string);
   const { key, window } =
     (await countRemembered(request, keyHash, now)) ?? (await lookUpAndCount(request, keyHash, now));
+  request.usageKeyId = key.id;
   if (!window.allowed) throw ApiError.rateLimitExceeded(key.rate_limit_per_hour, window.retryAfterSeconds);
   reply
     .header('x-ratelimit-limit', key.rate_limit_per_hour)
@@ -76,6 +82,7 @@ function refusal(key: KeyForAuth | undefined, method: string, now: Date): ApiErr
 /** The key row as the store holds it now, checked, then counted: the order DESIGN.md fixes. */
 async function lookUpAndCount(request: FastifyRequest, keyHash: string, now: Date) {
   const key = await request.server.keyLookup.findByHash(keyHash);
+  if (key !== undefined) request.usageKeyId = key.id;
   const refused = refusal(key, request.method, now);
   // (`refusal` refuses a missing key; the second test is there for the type checker.)
   if (refused !== null || key === undefined) throw refused ?? ApiError.apiKeyInvalid();

@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { InputError } from '../errors.ts';
 import { type ApiKeyView, apiKeyService } from '../services/api-key-service.ts';
+import { keyUsageService, parseDays } from '../services/key-usage-service.ts';
 import { type Command, type CommandGroup, positionals } from './command.ts';
 import { listForAccount, withDatabase } from './context.ts';
 
@@ -95,6 +96,83 @@ const scope: Command = {
   },
 };
 
+const roll: Command = {
+  name: 'keys roll',
+  summary: 'Replace a key: a successor with the same scope and expiry, the old key expiring after an overlap',
+  usage: ['safety-api keys roll KEY_ID [--overlap now|1h|24h|7d] [--json]'],
+  notes: [
+    '--overlap  how long the old key keeps working beside the new one: now, 1h, 24h (default) or 7d',
+    '--json     the new key as keys create --json prints it, plus previous_id and previous_expires_at',
+  ],
+  example: `safety-api keys roll ${KEY_ID} --overlap 24h --json`,
+  async run(args, io) {
+    const { values, positionals: ids } = parseArgs({
+      args,
+      allowPositionals: true,
+      options: { overlap: { type: 'string', default: '24h' }, json: { type: 'boolean', default: false } },
+    });
+    const [keyId] = ids;
+    if (keyId === undefined || ids.length !== 1) {
+      throw new InputError('usage: safety-api keys roll KEY_ID [--overlap now|1h|24h|7d] [--json]');
+    }
+    const { key, rawKey, previous } = await withDatabase((db) =>
+      apiKeyService.roll(db, keyId, values.overlap, ACTOR),
+    );
+    if (values.json) {
+      io.out(
+        JSON.stringify({
+          ...key,
+          key: rawKey,
+          previous_id: previous.id,
+          previous_expires_at: previous.expires_at,
+        }),
+      );
+    } else {
+      io.out(`Created ${describe(key)}`);
+      io.out(`API key (shown once, store it now): ${rawKey}`);
+      io.out(`The old key ${previous.id} works until ${previous.expires_at ?? 'never'}`);
+    }
+  },
+};
+
+const usage: Command = {
+  name: 'keys usage',
+  summary: "A key's requests per hour: successful, client errors and rate limited",
+  usage: ['safety-api keys usage KEY_ID [--days N] [--json]'],
+  notes: [
+    '--days  how many days back, 1 to 30 (default 30); hours without requests are left out',
+    '--json  { key_id, hours: [{ hour, ok, client_errors, rate_limited }], totals }',
+    'Servers add their counts to the store about every 10 seconds.',
+  ],
+  example: `safety-api keys usage ${KEY_ID} --days 7 --json`,
+  async run(args, io) {
+    const { values, positionals: ids } = parseArgs({
+      args,
+      allowPositionals: true,
+      options: { days: { type: 'string', default: '30' }, json: { type: 'boolean', default: false } },
+    });
+    const [keyId] = ids;
+    if (keyId === undefined || ids.length !== 1) {
+      throw new InputError('usage: safety-api keys usage KEY_ID [--days N] [--json]');
+    }
+    const days = parseDays(values.days);
+    const report = await withDatabase((db) => keyUsageService.report(db, keyId, days), { readOnly: true });
+    if (values.json) {
+      io.out(JSON.stringify(report));
+      return;
+    }
+    const { totals } = report;
+    io.out(
+      `Last ${days} days: ${totals.ok} successful, ${totals.client_errors} client errors, ${totals.rate_limited} rate limited`,
+    );
+    for (const hour of report.hours) {
+      io.out(
+        `${hour.hour}  ok ${hour.ok}  client errors ${hour.client_errors}  rate limited ${hour.rate_limited}`,
+      );
+    }
+  },
+};
+
 const STATE_CHANGES = {
   disable: 'Disable a key: requests with it get 401 until it is enabled again',
   enable: 'Enable a disabled key again',
@@ -117,5 +195,5 @@ const stateChanges: Command[] = (Object.keys(STATE_CHANGES) as (keyof typeof STA
 export const keysCommands: CommandGroup = {
   name: 'keys',
   summary: 'Manage API keys: every change applies to a running server at its next request',
-  subcommands: [create, list, rename, ...stateChanges, scope],
+  subcommands: [create, list, rename, ...stateChanges, scope, roll, usage],
 };

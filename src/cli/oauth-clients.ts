@@ -1,8 +1,16 @@
 import { parseArgs } from 'node:util';
 import { InputError } from '../errors.ts';
-import { type OauthClientView, oauthClientService } from '../services/oauth-client-service.ts';
+import {
+  type OauthClientView,
+  type OauthGrantView,
+  oauthClientService,
+} from '../services/oauth-client-service.ts';
 import { type Command, type CommandGroup, positionals } from './command.ts';
 import { listForAccount, withDatabase } from './context.ts';
+
+// Audit events name the command line as the actor.
+const ACTOR = 'cli';
+const CLIENT_ID = 'oc_5d0c3f9e2b7a41c8a6e1f4d2b9c7e3a1';
 
 function describe(client: OauthClientView): string {
   return [
@@ -75,7 +83,7 @@ const remove: Command = {
   name: 'oauth-clients delete',
   summary: 'Delete an OAuth client: its tokens stop working at their next use',
   usage: ['safety-api oauth-clients delete CLIENT_ID'],
-  example: 'safety-api oauth-clients delete oc_5d0c3f9e2b7a41c8a6e1f4d2b9c7e3a1',
+  example: `safety-api oauth-clients delete ${CLIENT_ID}`,
   async run(args, io) {
     const [clientId] = positionals(args, 1, 'safety-api oauth-clients delete CLIENT_ID') as [string];
     await withDatabase((db) => oauthClientService.delete(db, clientId));
@@ -83,8 +91,92 @@ const remove: Command = {
   },
 };
 
+const rotateSecret: Command = {
+  name: 'oauth-clients rotate-secret',
+  summary: "Replace a confidential client's secret; the old one keeps working for an overlap",
+  usage: ['safety-api oauth-clients rotate-secret CLIENT_ID [--overlap now|1h|24h|7d] [--json]'],
+  notes: [
+    '--overlap  how long the old secret keeps working beside the new one: now, 1h, 24h (default) or 7d',
+    '--json     { "client_id", "client_secret" (shown once), "previous_secret_expires_at" }',
+  ],
+  example: `safety-api oauth-clients rotate-secret ${CLIENT_ID} --overlap 24h --json`,
+  async run(args, io) {
+    const { values, positionals: ids } = parseArgs({
+      args,
+      allowPositionals: true,
+      options: { overlap: { type: 'string', default: '24h' }, json: { type: 'boolean', default: false } },
+    });
+    const [clientId] = ids;
+    if (clientId === undefined || ids.length !== 1) {
+      throw new InputError(
+        'usage: safety-api oauth-clients rotate-secret CLIENT_ID [--overlap now|1h|24h|7d] [--json]',
+      );
+    }
+    const rotated = await withDatabase((db) =>
+      oauthClientService.rotateSecret(db, clientId, values.overlap, ACTOR),
+    );
+    if (values.json) {
+      io.out(JSON.stringify(rotated));
+    } else {
+      io.out(`Client secret (shown once, store it now): ${rotated.client_secret}`);
+      io.out(`The old secret works until ${rotated.previous_secret_expires_at}`);
+    }
+  },
+};
+
+function describeGrant(grant: OauthGrantView): string {
+  return [
+    grant.grant_id,
+    grant.user_email ?? grant.user_id ?? '(unknown user)',
+    grant.scopes.join(' '),
+    `granted ${grant.granted_at ?? 'unknown'}`,
+    `last used ${grant.last_used_at ?? 'never'}`,
+  ].join('  ');
+}
+
+const grants: Command = {
+  name: 'oauth-clients grants',
+  summary: 'List the users who granted an OAuth client access: scopes, when, last token use',
+  usage: ['safety-api oauth-clients grants CLIENT_ID [--json]'],
+  notes: [
+    '--json  an array of { "grant_id", "user_id", "user_name", "user_email", "scopes", "granted_at", "last_used_at" }',
+  ],
+  example: `safety-api oauth-clients grants ${CLIENT_ID} --json`,
+  async run(args, io) {
+    const { values, positionals: ids } = parseArgs({
+      args,
+      allowPositionals: true,
+      options: { json: { type: 'boolean', default: false } },
+    });
+    const [clientId] = ids;
+    if (clientId === undefined || ids.length !== 1) {
+      throw new InputError('usage: safety-api oauth-clients grants CLIENT_ID [--json]');
+    }
+    const list = await withDatabase((db) => oauthClientService.listGrants(db, clientId));
+    if (values.json) io.out(JSON.stringify(list));
+    else if (list.length === 0) io.out('No grants.');
+    else for (const grant of list) io.out(describeGrant(grant));
+  },
+};
+
+const revokeGrant: Command = {
+  name: 'oauth-clients revoke-grant',
+  summary: "Revoke a user's grant of an OAuth client: its refresh and access tokens stop at once",
+  usage: ['safety-api oauth-clients revoke-grant CLIENT_ID GRANT_ID'],
+  example: `safety-api oauth-clients revoke-grant ${CLIENT_ID} 4Qm1n0l2yXbK8cJt7sVwZ`,
+  async run(args, io) {
+    const [clientId, grantId] = positionals(
+      args,
+      2,
+      'safety-api oauth-clients revoke-grant CLIENT_ID GRANT_ID',
+    ) as [string, string];
+    await withDatabase((db) => oauthClientService.revokeGrant(db, clientId, grantId, ACTOR));
+    io.out(`Revoked grant ${grantId} of OAuth client ${clientId}.`);
+  },
+};
+
 export const oauthClientsCommands: CommandGroup = {
   name: 'oauth-clients',
   summary: 'Manage the OAuth clients (partner apps) registered for an account',
-  subcommands: [create, list, remove],
+  subcommands: [create, list, remove, rotateSecret, grants, revokeGrant],
 };

@@ -6,6 +6,8 @@ import * as dropIncidentsCreatedIndex from './migrations/0004_drop_incidents_cre
 import * as oauthHashedIds from './migrations/0005_oauth_hashed_ids.ts';
 import * as changes from './migrations/0006_changes.ts';
 import * as webhooks from './migrations/0007_webhooks.ts';
+import * as keyUsage from './migrations/0008_key_usage.ts';
+import * as oauthClientLifecycle from './migrations/0009_oauth_client_lifecycle.ts';
 import { openDatabase } from './database.ts';
 import { healthRepository } from './repositories/health.ts';
 import type { Database } from './schema.ts';
@@ -22,6 +24,8 @@ export const migrations: Record<string, Migration> = {
   '0005_oauth_hashed_ids': oauthHashedIds,
   '0006_changes': changes,
   '0007_webhooks': webhooks,
+  '0008_key_usage': keyUsage,
+  '0009_oauth_client_lifecycle': oauthClientLifecycle,
 };
 
 /** Applies pending migrations; throws with the failing migration's name and cause. */

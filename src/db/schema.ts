@@ -116,6 +116,19 @@ export interface ApiKeysTable {
   created_by: string | null;
   created_at: string;
   updated_at: string;
+  /** The key this one replaced in a roll, and the key that replaced it. */
+  rolled_from: ColumnType<string | null, string | null | undefined, string | null>;
+  rolled_to: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+/** Requests per key and hour, summed over every instance (`KeyUsageRecorder`); kept 30 days. */
+export interface KeyUsageTable {
+  key_id: string;
+  /** ISO 8601 start of the hour (UTC). */
+  hour: string;
+  ok: number;
+  client_errors: number;
+  rate_limited: number;
 }
 
 /** The audit trail: every change a Super Admin or the CLI made to a key or a webhook endpoint. */
@@ -156,6 +169,9 @@ export interface OauthClientsTable {
   /** SHA-256 (hex) of the client secret; null for a public client. */
   secret_hash: string | null;
   created_at: string;
+  /** After a rotation: the old secret's hash, accepted until `previous_secret_expires_at`. */
+  previous_secret_hash: ColumnType<string | null, string | null | undefined, string | null>;
+  previous_secret_expires_at: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface OauthPayloadsTable {
@@ -172,6 +188,10 @@ export interface OauthPayloadsTable {
   /** The user the record acts for (the payload's accountId), so a new password can end them all. */
   user_id: string | null;
   consumed_at: ColumnType<string | null, string | null | undefined, string | null>;
+  /** The client the record was issued to (payload `clientId`): lists a client's grants. */
+  client_id: ColumnType<string | null, string | null | undefined, string | null>;
+  /** On a Grant row: when a token of it was last issued or presented. */
+  last_used_at: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** A URL that receives an account's changes feed as signed POSTs (DESIGN.md, "Webhooks"). */
@@ -242,6 +262,7 @@ export interface Database {
   incident_tombstones: IncidentTombstonesTable;
   incident_blocks: IncidentBlocksTable;
   api_keys: ApiKeysTable;
+  key_usage: KeyUsageTable;
   audit_events: AuditEventsTable;
   admin_sessions: AdminSessionsTable;
   oauth_clients: OauthClientsTable;

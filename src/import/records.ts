@@ -10,6 +10,7 @@ import {
 import { type NamedResourceInput, namedResourceRepository } from '../db/repositories/named-resources.ts';
 import type { AccountOwnedTable } from '../db/repositories/ownership.ts';
 import { type UserInput, userRepository } from '../db/repositories/users.ts';
+import { oauthPayloadRepository } from '../db/repositories/oauth-payloads.ts';
 import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
 
@@ -314,11 +315,24 @@ export const RECORD_KINDS = {
     ownedIn: 'users',
     // Checked first: the email check relies on knowing whose row an id is.
     upsertRefusesMoves: false,
+    // A deactivated user's partner-app grants end with the import, in its transaction: their
+    // refresh and access tokens are gone, not merely refused while the user stays inactive.
     upsert: async (db, rows) => {
       await userRepository.upsertMany(db, rows);
+      await oauthPayloadRepository.deleteByUserIds(
+        db,
+        rows.filter((row) => row.active === 0).map((row) => row.id),
+      );
       return rows.length;
     },
-    remove: async (db, refs) => ({ count: await deactivateMany(db, 'users', refs), incidents: [] }),
+    remove: async (db, refs) => {
+      const count = await deactivateMany(db, 'users', refs);
+      await oauthPayloadRepository.deleteByUserIds(
+        db,
+        refs.map((ref) => ref.id),
+      );
+      return { count, incidents: [] };
+    },
   } satisfies RecordKind<UserInput>,
   incident: {
     plural: 'incidents',

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Provider } from 'oidc-provider';
 import { oauthClientRepository } from '../db/repositories/oauth-clients.ts';
+import { oauthPayloadRepository } from '../db/repositories/oauth-payloads.ts';
 import { isStoreUnavailable } from '../db/store-health.ts';
 import { userRepository } from '../db/repositories/users.ts';
 import type { Database } from '../db/schema.ts';
@@ -57,6 +58,8 @@ export function accessTokenVerifier(provider: Provider, db: Kysely<Database>): A
       if (!ACCOUNT_DATA_APPROVER_ROLES.includes(user.role)) {
         for (const scope of ACCOUNT_DATA_SCOPES) scopes.delete(scope);
       }
+      // The grant's "last token use", shown to the Super Admin (oauth-client-service.ts).
+      if (token.grantId !== undefined) await oauthPayloadRepository.touchGrant(db, token.grantId, new Date());
     }
     return {
       accountId: client.account_id,

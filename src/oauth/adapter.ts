@@ -4,7 +4,7 @@ import type { Adapter, AdapterFactory, AdapterPayload } from 'oidc-provider';
 import { oauthClientRepository } from '../db/repositories/oauth-clients.ts';
 import { oauthPayloadRepository } from '../db/repositories/oauth-payloads.ts';
 import type { Database } from '../db/schema.ts';
-import { redirectUrisOf } from '../services/oauth-client-service.ts';
+import { previousSecretHashInForce, redirectUrisOf } from '../services/oauth-client-service.ts';
 import { ALL_SCOPES } from './scopes.ts';
 
 /**
@@ -16,6 +16,9 @@ import { ALL_SCOPES } from './scopes.ts';
 const CONFIDENTIAL_GRANTS = ['authorization_code', 'refresh_token', 'client_credentials'];
 // A public client cannot keep a secret, so it cannot authenticate a client-credentials request.
 const PUBLIC_GRANTS = ['authorization_code', 'refresh_token'];
+
+/** Client metadata holding the hash of the secret a rotation replaced, while its overlap lasts. */
+export const PREVIOUS_SECRET_METADATA = 'previous_client_secret';
 
 const isoFromNow = (seconds: number): string => new Date(Date.now() + seconds * 1000).toISOString();
 const epochSeconds = (iso: string): number => Math.floor(Date.parse(iso) / 1000);
@@ -47,11 +50,15 @@ class ClientAdapter implements Adapter {
     if (row === undefined) return undefined;
     if (row.api_access !== 1) await refuseIfIssuing();
     const isPublic = row.is_public === 1;
+    // Read at every request (the provider keeps no client cache), so the old secret stops at the
+    // end of its overlap on every instance.
+    const previousSecretHash = previousSecretHashInForce(row, new Date());
     return {
       client_id: row.client_id,
       client_name: row.name,
       // The SHA-256 of the secret: `compareClientSecret` (provider.ts) hashes what the client sends.
       ...(isPublic ? {} : { client_secret: row.secret_hash as string }),
+      ...(previousSecretHash === null ? {} : { [PREVIOUS_SECRET_METADATA]: previousSecretHash }),
       token_endpoint_auth_method: isPublic ? 'none' : 'client_secret_basic',
       redirect_uris: redirectUrisOf(row),
       grant_types: isPublic ? PUBLIC_GRANTS : CONFIDENTIAL_GRANTS,
@@ -127,8 +134,13 @@ class PayloadAdapter implements Adapter {
       user_code: payload.userCode ?? null,
       uid: payload.uid ?? null,
       user_id: payload.accountId ?? payload.session?.accountId ?? null,
+      client_id: payload.clientId ?? null,
       expires_at: expiresIn === undefined ? null : isoFromNow(expiresIn),
     });
+    // A new access token (sign-in or refresh) is a use of its grant, as is presenting one (access-tokens.ts).
+    if (this.model === 'AccessToken' && payload.grantId !== undefined) {
+      await oauthPayloadRepository.touchGrant(this.db, payload.grantId, new Date());
+    }
   }
 
   async find(id: string): Promise<AdapterPayload | undefined> {

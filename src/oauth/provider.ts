@@ -3,7 +3,7 @@ import type { Configuration, Provider } from 'oidc-provider';
 import type { Database } from '../db/schema.ts';
 import { OAUTH_PATH } from '../paths.ts';
 import { findAccount } from './accounts.ts';
-import { kyselyAdapter } from './adapter.ts';
+import { kyselyAdapter, PREVIOUS_SECRET_METADATA } from './adapter.ts';
 import { clientSecretMatches } from '../services/oauth-client-service.ts';
 import type { OauthKeys } from './keys.ts';
 import { API_SCOPES, CLAIMS_BY_SCOPE } from './scopes.ts';
@@ -50,22 +50,11 @@ function configuration(db: Kysely<Database>, keys: OauthKeys): Configuration {
     responseTypes: ['code'],
     pkce: { required: () => true },
     clientAuthMethods: ['client_secret_basic', 'client_secret_post', 'none'],
-    extraClientMetadata: { properties: ['account_id'] },
-    // The spec's paths, not oidc-provider's defaults (/auth, /token/revocation, /me).
-    routes: {
-      authorization: '/authorize',
-      token: '/token',
-      revocation: '/revoke',
-      userinfo: '/userinfo',
-      jwks: '/jwks',
-      end_session: '/session/end',
-    },
+    extraClientMetadata: { properties: ['account_id', PREVIOUS_SECRET_METADATA] },
+    routes: PROVIDER_ROUTES,
     features: {
       devInteractions: { enabled: false },
       clientCredentials: { enabled: true },
-      // The wider API takes `Authorization: Bearer` tokens only: a DPoP-bound token (RFC 9449),
-      // which the provider would issue to a client sending a proof, could never be used there.
-      dPoP: { enabled: false },
       // A client revokes only its own tokens; another client's token is silently ignored (RFC 7009 §2.2).
       revocation: {
         enabled: true,
@@ -74,6 +63,9 @@ function configuration(db: Kysely<Database>, keys: OauthKeys): Configuration {
       userinfo: { enabled: true },
       // Access tokens are opaque and read by the wider API in this same service (see access-tokens.ts).
       resourceIndicators: { enabled: false },
+      // The wider API takes `Authorization: Bearer` tokens only: a DPoP-bound token (RFC 9449),
+      // which the provider would issue to a client sending a proof, could never be used there.
+      dPoP: { enabled: false },
     },
     interactions: { url: (_ctx, interaction) => `${OAUTH_PATH}/interaction/${interaction.uid}` },
     // Integrations run unattended: every client allowed the refresh grant gets a refresh token,
@@ -114,8 +106,13 @@ export async function createOauthProvider(
   // builds uses the configured public origin whatever the Host header or TLS termination.
   provider.proxy = true;
   // Stored client secrets are SHA-256 hashes (adapter.ts): compare the hash of what was sent.
+  // During a rotation's overlap the previous secret (adapter.ts) is accepted too.
   provider.Client.prototype.compareClientSecret = function compareClientSecret(actual: string) {
-    return typeof this.clientSecret === 'string' && clientSecretMatches(actual, this.clientSecret);
+    const previous: unknown = this.metadata()[PREVIOUS_SECRET_METADATA];
+    return (
+      (typeof this.clientSecret === 'string' && clientSecretMatches(actual, this.clientSecret)) ||
+      (typeof previous === 'string' && clientSecretMatches(actual, previous))
+    );
   };
   return provider;
 }

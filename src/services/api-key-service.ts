@@ -8,7 +8,12 @@ import {
   generateApiKey,
 } from '../auth/api-keys.ts';
 import { accountRepository } from '../db/repositories/accounts.ts';
-import { type ApiKeyRow, apiKeyRepository } from '../db/repositories/api-keys.ts';
+import {
+  type ApiKeyRow,
+  apiKeyRepository,
+  type KeyListQuery,
+  type KeyListState,
+} from '../db/repositories/api-keys.ts';
 import { type AuditEventRow, auditRepository } from '../db/repositories/audit-events.ts';
 import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
@@ -41,7 +46,64 @@ export function toView(row: ApiKeyRow, now: Date = new Date()): ApiKeyView {
     last_used_at: row.last_used_at,
     created_by: row.created_by,
     created_at: row.created_at,
+    rolled_from: row.rolled_from,
+    rolled_to: row.rolled_to,
   };
+}
+
+/** How long a rolled key keeps working beside its successor (DESIGN.md, "Key roll"). */
+export const ROLL_OVERLAPS = {
+  now: 0,
+  '1h': 3600_000,
+  '24h': 24 * 3600_000,
+  '7d': 7 * 24 * 3600_000,
+} as const;
+export type RollOverlap = keyof typeof ROLL_OVERLAPS;
+
+export function parseOverlap(value: string): RollOverlap {
+  if (!Object.hasOwn(ROLL_OVERLAPS, value)) {
+    throw new InputError(`overlap must be one of ${Object.keys(ROLL_OVERLAPS).join(', ')} (got "${value}")`);
+  }
+  return value as RollOverlap;
+}
+
+/** A successor's name: the old one with its roll date, replacing the date of an earlier roll. */
+function successorName(name: string, now: Date): string {
+  const suffix = ` (rolled ${now.toISOString().slice(0, 10)})`;
+  const base = name.replace(/ \(rolled \d{4}-\d{2}-\d{2}\)$/, '');
+  return `${base.slice(0, MAX_NAME_LENGTH - suffix.length)}${suffix}`;
+}
+
+export const KEYS_PER_PAGE = 50;
+const WEEK_MS = 7 * 24 * 3600 * 1000;
+export const KEY_LIST_STATES: readonly KeyListState[] = [
+  'active',
+  'disabled',
+  'expiring',
+  'expired',
+  'revoked',
+];
+export const KEY_LIST_SORTS: readonly KeyListQuery['sort'][] = ['created', 'last_used'];
+
+/** What the keys list was asked for, already normalized: anything unknown is the default. */
+export interface KeyListRequest {
+  search: string;
+  state: KeyListState | null;
+  sort: KeyListQuery['sort'];
+  page: number;
+}
+
+/** Normalizes the list's query parameters the way the public API does: never an error. */
+export function parseKeyListRequest(query: {
+  q: string;
+  state: string;
+  sort: string;
+  page: string;
+}): KeyListRequest {
+  const state = KEY_LIST_STATES.find((s) => s === query.state) ?? null;
+  const sort = KEY_LIST_SORTS.find((s) => s === query.sort) ?? 'created';
+  const page = /^[1-9]\d{0,8}$/.test(query.page) ? Number(query.page) : 1;
+  return { search: query.q.slice(0, MAX_NAME_LENGTH), state, sort, page };
 }
 
 export function parseScope(value: string): ApiKeyScope {
@@ -120,6 +182,8 @@ export const apiKeyService = {
       created_by: input.actor,
       created_at: stamp,
       updated_at: stamp,
+      rolled_from: null,
+      rolled_to: null,
     };
     await db.transaction().execute(async (trx) => {
       await apiKeyRepository.insert(trx, { ...row, key_hash: keyHash });
@@ -141,6 +205,113 @@ export const apiKeyService = {
     if (account === undefined) throw new InputError(`no account with id "${accountId}"`);
     const rows = await apiKeyRepository.listByAccount(db, accountId);
     return rows.map((row) => toView(row, now));
+  },
+
+  /** One page of the account's keys as the panel's list asks for it, and how many pages there are. */
+  async listPage(
+    db: Kysely<Database>,
+    accountId: string,
+    request: KeyListRequest,
+    now: Date = new Date(),
+  ): Promise<{ keys: ApiKeyView[]; total: number; pages: number }> {
+    const { rows, total } = await apiKeyRepository.findPage(db, accountId, {
+      search: request.search,
+      state: request.state,
+      sort: request.sort,
+      offset: (request.page - 1) * KEYS_PER_PAGE,
+      limit: KEYS_PER_PAGE,
+      now: now.toISOString(),
+      weekFromNow: new Date(now.getTime() + WEEK_MS).toISOString(),
+    });
+    return {
+      keys: rows.map((row) => toView(row, now)),
+      total,
+      pages: Math.max(1, Math.ceil(total / KEYS_PER_PAGE)),
+    };
+  },
+
+  /**
+   * Replaces a key without an outage: a successor with the same scope and expiry (its raw value
+   * returned, to be shown once), and the old key set to expire after `overlap` (never later than it
+   * already would). Both keys link to each other, and each gets its audit event, in one transaction.
+   */
+  async roll(
+    db: Kysely<Database>,
+    keyId: string,
+    overlapValue: string,
+    actor: Actor,
+    accountId?: string,
+    now: Date = new Date(),
+  ): Promise<{ key: ApiKeyView; rawKey: string; previous: ApiKeyView }> {
+    const overlap = parseOverlap(overlapValue);
+    for (let attempt = 1; attempt <= MAX_CHANGE_ATTEMPTS; attempt += 1) {
+      const old = await requireKey(db, keyId, accountId);
+      const state = effectiveState(old, now);
+      if (state !== 'active') throw new InputError(`only an active key can be rolled (this one is ${state})`);
+      if (old.rolled_to !== null)
+        throw new InputError('the key was already rolled: roll its successor instead');
+      const account = await accountRepository.findById(db, old.account_id);
+      if (account?.api_access !== 1)
+        throw new InputError(`the plan of account "${old.account_id}" does not include API access`);
+
+      const chosen = new Date(now.getTime() + ROLL_OVERLAPS[overlap]).toISOString();
+      const oldExpiresAt = old.expires_at !== null && old.expires_at < chosen ? old.expires_at : chosen;
+      const { rawKey, keyHash, prefix } = generateApiKey();
+      const stamp = now.toISOString();
+      const successor: ApiKeyRow = {
+        id: randomUUID(),
+        account_id: old.account_id,
+        name: successorName(old.name, now),
+        prefix,
+        scope: old.scope,
+        state: 'active',
+        expires_at: old.expires_at,
+        last_used_at: null,
+        created_by: actor,
+        created_at: stamp,
+        updated_at: stamp,
+        rolled_from: old.id,
+        rolled_to: null,
+      };
+      // The write to the old key comes first: on SQLite it takes the write lock on the latest snapshot.
+      const written = await db.transaction().execute(async (trx) => {
+        const patch = { expires_at: oldExpiresAt, rolled_to: successor.id, updated_at: stamp };
+        if (!(await apiKeyRepository.markRolled(trx, old, patch))) return false;
+        await apiKeyRepository.insert(trx, { ...successor, key_hash: keyHash });
+        await auditRepository.insert(trx, {
+          account_id: old.account_id,
+          subject_type: 'api_key',
+          subject_id: old.id,
+          actor,
+          action: 'rolled',
+          detail: `replaced by "${successor.name}" (${prefix}…), expires ${oldExpiresAt}`,
+          created_at: stamp,
+        });
+        await auditRepository.insert(trx, {
+          account_id: old.account_id,
+          subject_type: 'api_key',
+          subject_id: successor.id,
+          actor,
+          action: 'created_by_roll',
+          detail: `replaces "${old.name}" (${old.prefix}…), scope ${old.scope}${old.expires_at ? `, expires ${old.expires_at}` : ''}`,
+          created_at: stamp,
+        });
+        return true;
+      });
+      if (written) {
+        return {
+          key: toView(successor, now),
+          rawKey,
+          previous: toView({ ...old, expires_at: oldExpiresAt, rolled_to: successor.id }, now),
+        };
+      }
+    }
+    throw new InputError(`the key "${keyId}" is being changed by someone else right now: try again`);
+  },
+
+  /** The names of those of `ids` that are keys of the account (for links and the audit trail). */
+  async namesByIds(db: Kysely<Database>, accountId: string, ids: string[]): Promise<Map<string, string>> {
+    return apiKeyRepository.namesByIds(db, accountId, [...new Set(ids)]);
   },
 
   /** The key if it belongs to the account; another account's key is as absent as a missing one. */

@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import { KeyLookup } from '../auth/key-lookup.ts';
+import { KeyUsageRecorder } from '../auth/key-usage.ts';
 import { LastUseRecorder } from '../auth/last-use.ts';
 import { PublicRateLimiter } from '../auth/rate-limit.ts';
 import { SharedGeneration } from '../auth/shared-generation.ts';
@@ -31,6 +32,8 @@ export interface Services {
   sharedGeneration: SharedGeneration | null;
   rateLimiter: PublicRateLimiter;
   lastUse: LastUseRecorder;
+  /** Requests per key, hour and outcome, counted in memory and added to the store every 10 s. */
+  keyUsage: KeyUsageRecorder;
   /** The one sign-in throttle of the process, shared by the admin panel and the OAuth sign-in. */
   signIn: SignIn;
   /** What the webhook endpoints' service needs: the database, the guarded HTTP client, the secrets' key. */
@@ -85,6 +88,10 @@ export async function openServices(
     if (!isStoreUnavailable(error)) logger.error({ err: error }, 'could not record API key use');
   });
 
+  const keyUsage = new KeyUsageRecorder(database.db, (error) => {
+    if (!isStoreUnavailable(error)) logger.error({ err: error }, 'could not record API key usage');
+  });
+
   const keyLookup = new KeyLookup(database.db, database.commitWatch ?? sharedGeneration);
   // Replication to Redis replicas is asynchronous: a failover can lose the last bumps, so that
   // the value some rows were read under comes back although writes happened since. A failover
@@ -126,13 +133,14 @@ export async function openServices(
     sharedGeneration,
     rateLimiter,
     lastUse,
+    keyUsage,
     signIn: SignIn.create(redis),
     webhookDeps: { db: database.db, outbound, secretsKey: config.webhookSecretsKey },
     webhooks,
     async close() {
-      // Both write to the store, each within its deadline: side by side, so that a store that does
+      // All write to the store, each within its deadline: side by side, so that a store that does
       // not answer costs the shutdown one deadline, not two.
-      await Promise.all([webhooks.stop(), lastUse.close()]);
+      await Promise.all([webhooks.stop(), lastUse.close(), keyUsage.close()]);
       await outbound.close();
       if (countingRedis !== redis) countingRedis?.disconnect();
       redis?.disconnect();

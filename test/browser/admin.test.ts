@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import axe from 'axe-core';
 import { type Browser, type BrowserContext, chromium, type Page, type Response } from 'playwright-core';
 import { apiKeyRepository } from '../../src/db/repositories/api-keys.ts';
 import { createTestContext, seedAccount, seedKey, type TestContext } from '../helpers.ts';
@@ -13,6 +14,31 @@ import { PASSWORD, type SeededUser, seedUser } from '../routes/admin/admin-helpe
 // browser run per store would double the slowest suite for no new coverage.
 
 const CHROMIUM = '/usr/bin/chromium';
+
+interface Violation {
+  id: string;
+  impact?: string | null;
+  help: string;
+  nodes: { target: unknown }[];
+}
+
+/**
+ * Runs axe-core on the page as it is and fails on any violation, whatever its impact. The script is
+ * evaluated through the DevTools protocol, which the page's CSP does not govern.
+ */
+async function assertAccessible(page: Page, what: string): Promise<void> {
+  await page.evaluate(axe.source);
+  const violations = await page.evaluate(async () => {
+    const run = (window as unknown as { axe: { run(): Promise<{ violations: Violation[] }> } }).axe.run;
+    return (await run()).violations.map(({ id, impact, help, nodes }) => ({
+      id,
+      impact,
+      help,
+      nodes: nodes.map((node) => ({ target: node.target })),
+    }));
+  });
+  assert.deepEqual(violations, [], `${what}: axe found violations`);
+}
 
 describe('admin panel in Chromium (sqlite)', () => {
   let ctx: TestContext;
@@ -231,6 +257,96 @@ describe('admin panel in Chromium (sqlite)', () => {
       await page.getByText('You are signed out.').waitFor();
       await page.goto(`${base}/admin/settings/integrations`);
       assert.equal(new URL(page.url()).pathname, '/admin/sign-in');
+    });
+  });
+
+  describe('a Super Admin finding a key among many, reading its usage and rolling it', () => {
+    let context: BrowserContext;
+    let page: Page;
+    let powerBi: { id: string; rawKey: string };
+
+    before(async () => {
+      const account = await seedAccount(ctx.db, { name: 'Contoso' });
+      const owner = await seedUser(ctx.db, account, { name: 'Sam Super' });
+      for (let i = 0; i < 55; i += 1) await seedKey(ctx.db, account, { name: `Sensor ${i}` });
+      powerBi = await seedKey(ctx.db, account, { name: 'PowerBI export' });
+      const paused = await seedKey(ctx.db, account, { name: 'PowerBI paused' });
+      await ctx.db.updateTable('api_keys').set({ state: 'disabled' }).where('id', '=', paused.id).execute();
+      context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+      page = await signIn(context, owner.email);
+      await page.getByRole('heading', { level: 1, name: 'Integrations' }).waitFor();
+    });
+    after(() => context.close());
+
+    const listedNames = () =>
+      page.locator('#api-keys-table tbody tr td[data-label="Name"]').allTextContents();
+
+    test('pages of 50 with a link to the next page; the list is accessible', async () => {
+      assert.equal((await listedNames()).length, 50);
+      await page.getByText('Keys 1–50 of 57 · page 1 of 2').waitFor();
+      await assertAccessible(page, 'keys list');
+      await page.getByRole('link', { name: 'Next page' }).click();
+      await page.getByText('Keys 51–57 of 57 · page 2 of 2').waitFor();
+      assert.equal((await listedNames()).length, 7);
+    });
+
+    test('search by name and filter by state, without a script', async () => {
+      await page.getByLabel('Name or prefix').fill('powerbi');
+      await page.getByLabel('State', { exact: true }).selectOption('active');
+      await page.getByRole('button', { name: 'Find keys' }).click();
+      await page.getByText('Keys 1–1 of 1 · page 1 of 1').waitFor();
+      assert.deepEqual(await listedNames(), ['PowerBI export']);
+      const url = new URL(page.url());
+      assert.equal(url.searchParams.get('q'), 'powerbi');
+      assert.equal(url.searchParams.get('state'), 'active');
+      assert.equal(await page.getByLabel('Name or prefix').inputValue(), 'powerbi');
+
+      await page.getByLabel('State', { exact: true }).selectOption('disabled');
+      await page.getByRole('button', { name: 'Find keys' }).click();
+      await page.getByText('Keys 1–1 of 1 · page 1 of 1').waitFor();
+      assert.deepEqual(await listedNames(), ['PowerBI paused']);
+
+      await page.getByLabel('Name or prefix').fill(powerBi.rawKey.slice(0, 12));
+      await page.getByLabel('State', { exact: true }).selectOption('');
+      await page.getByRole('button', { name: 'Find keys' }).click();
+      await page.getByText('Keys 1–1 of 1 · page 1 of 1').waitFor();
+      assert.deepEqual(await listedNames(), ['PowerBI export']);
+      await assertAccessible(page, 'keys list, filtered');
+    });
+
+    test('the key page shows its usage as a chart, totals and a table; accessible', async () => {
+      for (let i = 0; i < 3; i += 1) assert.equal((await publicApi(powerBi.rawKey)).status, 200);
+      const missing = await fetch(`${base}/api/v1/public/incidents/none`, {
+        headers: { authorization: `Bearer ${powerBi.rawKey}` },
+      });
+      assert.equal(missing.status, 404);
+      await ctx.services.keyUsage.flush();
+
+      await page.getByRole('link', { name: 'PowerBI export' }).click();
+      await page.getByRole('heading', { name: 'Usage' }).waitFor();
+      assert.ok(await page.getByRole('img', { name: 'Requests per hour, last 30 days' }).isVisible());
+      const day = page.locator('#usage-totals-table tbody tr').first();
+      assert.deepEqual(await day.locator('th, td').allTextContents(), ['Last 24 hours', '3', '1', '0']);
+      await page.getByText('Requests per hour as a table').click();
+      assert.ok(await page.locator('#usage-hours-table').isVisible());
+      assert.equal(await page.locator('#usage-hours-table tbody tr').count(), 1);
+      await assertAccessible(page, 'key page with usage');
+    });
+
+    test('rolls the key: the new value shown once, both keys work, the pages link to each other', async () => {
+      await page.getByLabel('In 7 days').check();
+      await page.getByRole('button', { name: 'Roll key' }).click();
+      await page.getByText('Copy this key now. It will not be shown again').waitFor();
+      const successor = await page.getByLabel('New API key').inputValue();
+      assert.match(successor, /^svc_[0-9a-f]{40}$/);
+      assert.equal((await publicApi(successor)).status, 200);
+      assert.equal((await publicApi(powerBi.rawKey)).status, 200);
+      await assertAccessible(page, 'rolled key page');
+
+      await page.getByRole('link', { name: 'PowerBI export' }).click();
+      await page.getByRole('link', { name: /^PowerBI export \(rolled / }).waitFor();
+      const expires = await page.locator('dt:text-is("Expires") + dd time').getAttribute('datetime');
+      assert.ok(Math.abs(Date.parse(expires ?? '') - (Date.now() + 7 * 24 * 3600_000)) < 60_000);
     });
   });
 

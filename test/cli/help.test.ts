@@ -82,7 +82,7 @@ describe('safety-api --help and --version', () => {
     assert.equal(unknown.code, 2);
     assert.equal(
       unknown.stderr,
-      'safety-api: unknown keys action "explode": expected create, list, rename, disable, enable, revoke or scope\n',
+      'safety-api: unknown keys action "explode": expected create, list, rename, disable, enable, revoke, scope, roll or usage\n',
     );
   });
 

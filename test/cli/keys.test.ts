@@ -1,6 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { bearer, createTestContext, runCli, STORES, seedAccount, type TestContext } from '../helpers.ts';
+import { setImmediate as tick } from 'node:timers/promises';
+import {
+  bearer,
+  createTestContext,
+  runCli,
+  STORES,
+  seedAccount,
+  seedKey,
+  type TestContext,
+} from '../helpers.ts';
 
 for (const store of STORES) {
   describe(`safety-api keys, against a running server (${store})`, () => {
@@ -148,6 +157,91 @@ for (const store of STORES) {
         assert.equal(result.stderr.trim().split('\n').length, 1, args.join(' '));
       }
       assert.equal((await ctx.db.selectFrom('api_keys').select('id').execute()).length, before);
+    });
+
+    test('keys roll --json: the successor as keys create prints it, plus previous_id and previous_expires_at', async () => {
+      const old = await seedKey(ctx.db, accountId, { name: 'Nightly sync', scope: 'admin' });
+      const rolled = await runCli(['keys', 'roll', old.id, '--overlap', 'now', '--json'], env);
+      assert.equal(rolled.code, 0, rolled.stderr);
+      const successor = JSON.parse(rolled.stdout);
+      assert.match(successor.key, /^svc_[0-9a-f]{40}$/);
+      assert.equal(successor.prefix, successor.key.slice(0, 12));
+      assert.equal(successor.scope, 'admin');
+      assert.equal(successor.state, 'active');
+      assert.equal(successor.expires_at, null);
+      assert.match(successor.name, /^Nightly sync \(rolled \d{4}-\d{2}-\d{2}\)$/);
+      assert.equal(successor.previous_id, old.id);
+      assert.ok(Date.parse(successor.previous_expires_at) <= Date.now());
+      assert.equal(successor.rolled_from, old.id);
+      assert.equal(await status(successor.key), '200 false');
+      assert.equal(await status(old.rawKey), '401 API_KEY_INVALID');
+
+      const other = await seedKey(ctx.db, accountId, { name: 'Default overlap' });
+      const human = await runCli(['keys', 'roll', other.id], env);
+      assert.equal(human.code, 0, human.stderr);
+      assert.match(human.stdout, /API key \(shown once, store it now\): svc_[0-9a-f]{40}\n/);
+      assert.equal(await status(other.rawKey), '200 false', 'the default overlap is 24 hours');
+    });
+
+    test('keys usage --json: the hours with traffic and their totals, as the servers flushed them', async () => {
+      const key = await seedKey(ctx.db, accountId, { name: 'Counted' });
+      for (let i = 0; i < 4; i += 1) assert.equal(await status(key.rawKey), '200 false');
+      assert.equal(await status(key.rawKey, 'POST'), '403 INSUFFICIENT_SCOPE');
+      await tick();
+      await ctx.services.keyUsage.flush();
+      const result = await runCli(['keys', 'usage', key.id, '--days', '1', '--json'], env);
+      assert.equal(result.code, 0, result.stderr);
+      const hour = new Date(Date.now() - (Date.now() % 3600_000)).toISOString();
+      assert.deepEqual(JSON.parse(result.stdout), {
+        key_id: key.id,
+        hours: [{ hour, ok: 4, client_errors: 1, rate_limited: 0 }],
+        totals: { ok: 4, client_errors: 1, rate_limited: 0 },
+      });
+      const quiet = await seedKey(ctx.db, accountId, { name: 'Quiet' });
+      const empty = await runCli(['keys', 'usage', quiet.id, '--json'], env);
+      assert.deepEqual(JSON.parse(empty.stdout), {
+        key_id: quiet.id,
+        hours: [],
+        totals: { ok: 0, client_errors: 0, rate_limited: 0 },
+      });
+    });
+
+    test('keys roll and keys usage: bad input exits non-zero with one line and changes nothing', async () => {
+      const key = await seedKey(ctx.db, accountId, { name: 'Untouched' });
+      // The earlier tests' last uses land now, not in the middle of the comparison.
+      await ctx.services.lastUse.flush();
+      const rowsBefore = await ctx.db.selectFrom('api_keys').selectAll().orderBy('id').execute();
+      const cases: [string[], RegExp][] = [
+        [
+          ['keys', 'roll'],
+          /^safety-api: usage: safety-api keys roll KEY_ID \[--overlap now\|1h\|24h\|7d\] \[--json\]\n$/,
+        ],
+        [
+          ['keys', 'roll', key.id, '--overlap', '2d'],
+          /^safety-api: overlap must be one of now, 1h, 24h, 7d \(got "2d"\)\n$/,
+        ],
+        [['keys', 'roll', 'no-such-key'], /^safety-api: no API key with id "no-such-key"\n$/],
+        [['keys', 'roll', key.id, 'extra'], /^safety-api: usage: safety-api keys roll/],
+        [['keys', 'usage'], /^safety-api: usage: safety-api keys usage KEY_ID \[--days N\] \[--json\]\n$/],
+        [
+          ['keys', 'usage', key.id, '--days', '0'],
+          /^safety-api: days must be a whole number from 1 to 30 \(got "0"\)\n$/,
+        ],
+        [['keys', 'usage', key.id, '--days', '31'], /^safety-api: days must be a whole number from 1 to 30/],
+        [
+          ['keys', 'usage', key.id, '--days', 'week'],
+          /^safety-api: days must be a whole number from 1 to 30/,
+        ],
+        [['keys', 'usage', 'no-such-key'], /^safety-api: no API key with id "no-such-key"\n$/],
+      ];
+      for (const [args, expected] of cases) {
+        const result = await runCli(args, env);
+        assert.notEqual(result.code, 0, args.join(' '));
+        assert.match(result.stderr, expected, args.join(' '));
+        assert.equal(result.stderr.trim().split('\n').length, 1, args.join(' '));
+        assert.equal(result.stdout, '', args.join(' '));
+      }
+      assert.deepEqual(await ctx.db.selectFrom('api_keys').selectAll().orderBy('id').execute(), rowsBefore);
     });
 
     test('no key is created for an account without API access', async () => {

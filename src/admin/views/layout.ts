@@ -4,6 +4,7 @@ import { html, type SafeHtml } from '../../lib/html.ts';
 import {
   ADMIN_ASSETS_PATH,
   ADMIN_PATH,
+  AUDIT_PATH,
   INTEGRATIONS_PATH,
   SIGN_OUT_PATH,
   WEBHOOKS_PATH,
@@ -68,6 +69,7 @@ function header(signedIn: SignedIn | null | undefined): SafeHtml {
 const INTEGRATIONS_PAGES = [
   { step: 'Integrations', label: 'API keys and OAuth clients', href: INTEGRATIONS_PATH },
   { step: 'Webhooks', label: 'Webhooks', href: WEBHOOKS_PATH },
+  { step: 'Audit trail', label: 'Audit trail', href: AUDIT_PATH },
 ] as const;
 
 /**
@@ -77,8 +79,10 @@ const INTEGRATIONS_PAGES = [
  */
 function integrationsNav(trail: string[]): SafeHtml | null {
   if (trail[0] !== 'Integrations') return null;
-  const current = trail[1] === 'Webhooks' ? 'Webhooks' : 'Integrations';
-  const depth = current === 'Webhooks' ? 2 : 1;
+  // Pages other than the first sit one step deeper: Integrations › Webhooks › an endpoint.
+  const sub = INTEGRATIONS_PAGES.find((link) => link.step !== 'Integrations' && link.step === trail[1]);
+  const current = sub?.step ?? 'Integrations';
+  const depth = sub === undefined ? 1 : 2;
   const links = INTEGRATIONS_PAGES.map((link) => {
     const mark = link.step !== current ? null : trail.length === depth ? 'page' : 'true';
     return html`<li><a href="${link.href}"${mark === null ? null : html` aria-current="${mark}"`}>${link.label}</a></li>`;

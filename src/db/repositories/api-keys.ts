@@ -1,4 +1,4 @@
-import type { CompiledQuery, Insertable, Kysely, Selectable } from 'kysely';
+import { type CompiledQuery, type Insertable, type Kysely, type Selectable, sql } from 'kysely';
 import { preparedOnPostgres } from '../database.ts';
 import type { AccountsTable, ApiKeysTable, Database } from '../schema.ts';
 
@@ -24,7 +24,30 @@ const COLUMNS = [
   'created_by',
   'created_at',
   'updated_at',
+  'rolled_from',
+  'rolled_to',
 ] as const;
+
+/** The states the panel's list filters by; `expiring` is an active key that expires within a week. */
+export type KeyListState = 'active' | 'disabled' | 'expiring' | 'expired' | 'revoked';
+
+export interface KeyListQuery {
+  /** Part of the name (any case), or the start of the prefix (with or without `svc_`). */
+  search: string;
+  state: KeyListState | null;
+  /** `created`: newest first (the default); `last_used`: most recently used first, never used last. */
+  sort: 'created' | 'last_used';
+  offset: number;
+  limit: number;
+  /** The instant the states are judged at, and the end of the "expiring" week. */
+  now: string;
+  weekFromNow: string;
+}
+
+/** `value` matched literally inside a LIKE pattern (escape character `\`). */
+function likeLiteral(value: string): string {
+  return value.replace(/[\\%_]/g, (c) => `\\${c}`);
+}
 
 function authLookup(db: Kysely<Database>, keyHash: string) {
   return db
@@ -76,6 +99,73 @@ export const apiKeyRepository = {
       .execute();
   },
 
+  /** One page of the account's keys that match `query`, and how many match in all. */
+  async findPage(
+    db: Kysely<Database>,
+    accountId: string,
+    query: KeyListQuery,
+  ): Promise<{ rows: ApiKeyRow[]; total: number }> {
+    let filtered = db.selectFrom('api_keys').where('account_id', '=', accountId);
+    const term = query.search.trim().toLowerCase();
+    if (term !== '') {
+      const inName = `%${likeLiteral(term)}%`;
+      const atPrefixStart = `${likeLiteral(term)}%`;
+      const afterSvc = `${likeLiteral(`svc_${term}`)}%`;
+      filtered = filtered.where(
+        (eb) =>
+          sql<boolean>`(lower(${eb.ref('name')}) like ${inName} escape '\\' or ${eb.ref('prefix')} like ${atPrefixStart} escape '\\' or ${eb.ref('prefix')} like ${afterSvc} escape '\\')`,
+      );
+    }
+    const { now, weekFromNow } = query;
+    switch (query.state) {
+      case null:
+        break;
+      case 'disabled':
+      case 'revoked':
+        filtered = filtered.where('state', '=', query.state);
+        break;
+      case 'active':
+        filtered = filtered
+          .where('state', '=', 'active')
+          .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', now)]));
+        break;
+      case 'expiring':
+        filtered = filtered
+          .where('state', '=', 'active')
+          .where('expires_at', '>', now)
+          .where('expires_at', '<=', weekFromNow);
+        break;
+      case 'expired':
+        filtered = filtered.where('state', '=', 'active').where('expires_at', '<=', now);
+        break;
+    }
+    const counted = await filtered
+      .select((eb) => eb.fn.countAll<number | string>().as('total'))
+      .executeTakeFirst();
+    let ordered = filtered.select(COLUMNS);
+    ordered =
+      query.sort === 'last_used'
+        ? ordered
+            .orderBy(sql`last_used_at is null`)
+            .orderBy('last_used_at', 'desc')
+            .orderBy('id')
+        : ordered.orderBy('created_at', 'desc').orderBy('id');
+    const rows = await ordered.limit(query.limit).offset(query.offset).execute();
+    return { rows, total: Number(counted?.total ?? 0) };
+  },
+
+  /** The names of those of `ids` that are keys of the account. */
+  async namesByIds(db: Kysely<Database>, accountId: string, ids: string[]): Promise<Map<string, string>> {
+    if (ids.length === 0) return new Map();
+    const rows = await db
+      .selectFrom('api_keys')
+      .select(['id', 'name'])
+      .where('account_id', '=', accountId)
+      .where('id', 'in', ids)
+      .execute();
+    return new Map(rows.map((row) => [row.id, row.name]));
+  },
+
   async insert(db: Kysely<Database>, row: Insertable<ApiKeysTable>): Promise<void> {
     await db.insertInto('api_keys').values(row).execute();
   },
@@ -98,6 +188,28 @@ export const apiKeyRepository = {
       .where('name', '=', seen.name)
       .where('scope', '=', seen.scope)
       .where('state', '=', seen.state)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  },
+
+  /**
+   * The old half of a roll, compare-and-set like `updateIfUnchanged`: sets the key's expiry and its
+   * successor only while it is still active, unrolled and with the expiry the caller decided on.
+   */
+  async markRolled(
+    db: Kysely<Database>,
+    seen: Pick<ApiKeyRow, 'id' | 'expires_at'>,
+    patch: { expires_at: string; rolled_to: string; updated_at: string },
+  ): Promise<boolean> {
+    const result = await db
+      .updateTable('api_keys')
+      .set(patch)
+      .where('id', '=', seen.id)
+      .where('state', '=', 'active')
+      .where('rolled_to', 'is', null)
+      .where((eb) =>
+        seen.expires_at === null ? eb('expires_at', 'is', null) : eb('expires_at', '=', seen.expires_at),
+      )
       .executeTakeFirst();
     return Number(result.numUpdatedRows) === 1;
   },

@@ -1,4 +1,4 @@
-import type { Kysely, Selectable } from 'kysely';
+import type { Insertable, Kysely, Selectable } from 'kysely';
 import type { AccountsTable, Database, OauthClientsTable } from '../schema.ts';
 
 export type OauthClientRow = Selectable<OauthClientsTable>;
@@ -11,6 +11,8 @@ const COLUMNS = [
   'is_public',
   'secret_hash',
   'created_at',
+  'previous_secret_hash',
+  'previous_secret_expires_at',
 ] as const;
 
 /** A client with its account's plan, read together: every token request and wider-API call needs both. */
@@ -46,8 +48,36 @@ export const oauthClientRepository = {
       .execute();
   },
 
-  async insert(db: Kysely<Database>, row: OauthClientRow): Promise<void> {
+  async insert(db: Kysely<Database>, row: Insertable<OauthClientsTable>): Promise<void> {
     await db.insertInto('oauth_clients').values(row).execute();
+  },
+
+  /**
+   * Replaces the secret if it is still `previousSecretHash` (a concurrent rotation wins, and this one
+   * changes nothing): returns whether it did. The old hash stays valid until `previousExpiresAt`
+   * when `keepPrevious`.
+   */
+  async rotateSecret(
+    db: Kysely<Database>,
+    clientId: string,
+    secrets: {
+      secretHash: string;
+      previousSecretHash: string;
+      keepPrevious: boolean;
+      previousExpiresAt: string;
+    },
+  ): Promise<boolean> {
+    const result = await db
+      .updateTable('oauth_clients')
+      .set({
+        secret_hash: secrets.secretHash,
+        previous_secret_hash: secrets.keepPrevious ? secrets.previousSecretHash : null,
+        previous_secret_expires_at: secrets.keepPrevious ? secrets.previousExpiresAt : null,
+      })
+      .where('client_id', '=', clientId)
+      .where('secret_hash', '=', secrets.previousSecretHash)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
   },
 
   /** Returns whether a client was deleted. */

@@ -2,9 +2,24 @@ import type { Insertable, Kysely } from 'kysely';
 import type { Database, OauthPayloadsTable } from '../schema.ts';
 
 /** One stored oidc-provider model instance, with the columns its lookups need. */
-export type OauthPayloadRow = Omit<Insertable<OauthPayloadsTable>, 'consumed_at'>;
+export type OauthPayloadRow = Omit<Insertable<OauthPayloadsTable>, 'consumed_at' | 'last_used_at'>;
+
+/** A client's grant as the panel and the CLI list it: the payload is parsed by the service. */
+export interface ClientGrantRow {
+  grant_id: string;
+  payload: string;
+  last_used_at: string | null;
+  user_id: string | null;
+  user_name: string | null;
+  user_email: string | null;
+}
 
 type Lookup = 'id' | 'uid' | 'user_code';
+
+// Well under SQLite's and PostgreSQL's limits on bound parameters.
+const ID_CHUNK = 500;
+// "Last used" is shown to the minute; finer would cost a write per wider-API request.
+const LAST_USED_RESOLUTION_MS = 60_000;
 
 export const oauthPayloadRepository = {
   async upsert(db: Kysely<Database>, row: OauthPayloadRow): Promise<void> {
@@ -19,6 +34,7 @@ export const oauthPayloadRepository = {
           uid: eb.ref('excluded.uid'),
           expires_at: eb.ref('excluded.expires_at'),
           user_id: eb.ref('excluded.user_id'),
+          client_id: eb.ref('excluded.client_id'),
         })),
       )
       .execute();
@@ -79,6 +95,67 @@ export const oauthPayloadRepository = {
   /** Every record acting for the user: grants, tokens, codes, provider sessions, interactions. */
   async deleteByUserId(db: Kysely<Database>, userId: string): Promise<void> {
     await db.deleteFrom('oauth_payloads').where('user_id', '=', userId).execute();
+  },
+
+  /** `deleteByUserId` for many users, in one statement per chunk (an import deactivates in bulk). */
+  async deleteByUserIds(db: Kysely<Database>, userIds: string[]): Promise<void> {
+    for (let start = 0; start < userIds.length; start += ID_CHUNK) {
+      await db
+        .deleteFrom('oauth_payloads')
+        .where('user_id', 'in', userIds.slice(start, start + ID_CHUNK))
+        .execute();
+    }
+  },
+
+  /** The unexpired grants issued to a client, most recently used first, with their users. */
+  async listGrantsOfClient(db: Kysely<Database>, clientId: string, now: string): Promise<ClientGrantRow[]> {
+    return (
+      db
+        .selectFrom('oauth_payloads as p')
+        .leftJoin('users as u', 'u.id', 'p.user_id')
+        .select([
+          'p.id as grant_id',
+          'p.payload',
+          'p.last_used_at',
+          'p.user_id',
+          'u.name as user_name',
+          'u.email as user_email',
+        ])
+        .where('p.model', '=', 'Grant')
+        .where('p.client_id', '=', clientId)
+        .where((eb) => eb.or([eb('p.expires_at', 'is', null), eb('p.expires_at', '>', now)]))
+        // Never-used grants last on both stores (PostgreSQL would put NULL first when descending).
+        .orderBy('p.last_used_at', (ob) => ob.desc().nullsLast())
+        .orderBy('p.id')
+        .execute()
+    );
+  },
+
+  /** Whether `grantId` is a grant of `clientId` (a revocation names both). */
+  async grantBelongsToClient(db: Kysely<Database>, grantId: string, clientId: string): Promise<boolean> {
+    const row = await db
+      .selectFrom('oauth_payloads')
+      .select('id')
+      .where('model', '=', 'Grant')
+      .where('id', '=', grantId)
+      .where('client_id', '=', clientId)
+      .executeTakeFirst();
+    return row !== undefined;
+  },
+
+  /**
+   * Records that a token of the grant was issued or presented. Written at most once a minute per
+   * grant (the condition is in the statement, so every instance shares it), not on every request.
+   */
+  async touchGrant(db: Kysely<Database>, grantId: string, now: Date): Promise<void> {
+    const staleBefore = new Date(now.getTime() - LAST_USED_RESOLUTION_MS).toISOString();
+    await db
+      .updateTable('oauth_payloads')
+      .set({ last_used_at: now.toISOString() })
+      .where('model', '=', 'Grant')
+      .where('id', '=', grantId)
+      .where((eb) => eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<', staleBefore)]))
+      .execute();
   },
 
   async delete(db: Kysely<Database>, model: string, id: string): Promise<void> {

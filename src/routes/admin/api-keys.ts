@@ -7,7 +7,8 @@ import { oauthClientsSection } from '../../admin/views/oauth-clients-section.ts'
 import { InputError } from '../../errors.ts';
 import { INTEGRATIONS_PATH } from '../../paths.ts';
 import { oauthClientService } from '../../services/oauth-client-service.ts';
-import { type ApiKeyView, apiKeyService } from '../../services/api-key-service.ts';
+import { type ApiKeyView, apiKeyService, parseKeyListRequest } from '../../services/api-key-service.ts';
+import { keyUsageService } from '../../services/key-usage-service.ts';
 import { userService } from '../../services/user-service.ts';
 import { sendPage } from './responses.ts';
 import { sendSignedInPage, signedInAs } from './signed-in.ts';
@@ -71,21 +72,34 @@ export async function adminApiKeyRoutes(app: FastifyInstance): Promise<void> {
     const { db } = request.server;
     const accountId = session.principal.accountId;
     const now = new Date();
-    const [keys, events, clients] = await Promise.all([
-      apiKeyService.list(db, accountId, now),
+    // A parameter given twice (or not at all) is '' like a form field, so it means the default.
+    const listRequest = parseKeyListRequest({
+      q: formField(request.query, 'q'),
+      state: formField(request.query, 'state'),
+      sort: formField(request.query, 'sort'),
+      page: formField(request.query, 'page'),
+    });
+    const [list, events, clients] = await Promise.all([
+      apiKeyService.listPage(db, accountId, listRequest, now),
       apiKeyService.listEvents(db, accountId, AUDIT_TRAIL_LENGTH),
       oauthClientService.list(db, accountId),
     ]);
     const names = await userNames(db, accountId, [
-      ...keys.map((key) => key.created_by),
+      ...list.keys.map((key) => key.created_by),
       ...events.map((event) => event.actor),
     ]);
+    const keyNames = await apiKeyService.namesByIds(
+      db,
+      accountId,
+      events.map((event) => event.subject_id),
+    );
     return sendSignedInPage(
       request,
       reply,
       integrationsPage({
         signedIn: signedInAs(session),
-        keys,
+        list: { ...list, request: listRequest },
+        keyNames,
         events,
         userNames: names,
         oauthClients: oauthClientsSection({ clients, csrfToken: session.csrfToken }),
@@ -126,11 +140,21 @@ export async function adminApiKeyRoutes(app: FastifyInstance): Promise<void> {
     const { db } = request.server;
     const key = await apiKeyService.findOwn(db, request.params.id, session.principal.accountId);
     if (key === null) return sendPage(reply, 404, notFoundPage(session));
-    const names = await userNames(db, session.principal.accountId, [key.created_by]);
+    const accountId = session.principal.accountId;
+    const now = new Date();
+    const [names, related, usage] = await Promise.all([
+      userNames(db, accountId, [key.created_by]),
+      apiKeyService.namesByIds(
+        db,
+        accountId,
+        [key.rolled_from, key.rolled_to].filter((id): id is string => id !== null),
+      ),
+      keyUsageService.summary(db, key.id, now),
+    ]);
     return sendSignedInPage(
       request,
       reply,
-      apiKeyPage({ signedIn: signedInAs(session), key, userNames: names, now: new Date() }),
+      apiKeyPage({ signedIn: signedInAs(session), key, userNames: names, related, usage, now }),
     );
   });
 
@@ -143,6 +167,37 @@ export async function adminApiKeyRoutes(app: FastifyInstance): Promise<void> {
     );
     if (key === null) return sendPage(reply, 404, notFoundPage(session));
     return sendSignedInPage(request, reply, revokeConfirmationPage({ signedIn: signedInAs(session), key }));
+  });
+
+  app.post<KeyParams>('/settings/integrations/api-keys/:id/roll', async (request, reply) => {
+    const session = request.adminSession;
+    const { db } = request.server;
+    const { accountId, userId } = session.principal;
+    const keyId = request.params.id;
+    try {
+      const { key, rawKey, previous } = await apiKeyService.roll(
+        db,
+        keyId,
+        formField(request.body, 'overlap'),
+        userId,
+        accountId,
+      );
+      await setFlash(request, session, {
+        kind: 'success',
+        message: `API key “${key.name}” created to replace “${previous.name}”`,
+        values: [{ id: 'new-key-value', label: 'New API key', value: rawKey }],
+        secret: { noun: 'key', ifLost: 'only revoked and replaced' },
+        note: `The old key works until ${previous.expires_at ?? 'it is revoked'}: deploy the new one before then.`,
+      });
+      // The successor's page: the one that shows its raw value, once, and links back to the old key.
+      return reply.redirect(keyPath(key.id), 303);
+    } catch (error) {
+      if (!(error instanceof InputError)) throw error;
+      await setFlash(request, session, { kind: 'error', message: `Nothing was changed: ${error.message}.` });
+      if ((await apiKeyService.findOwn(db, keyId, accountId)) === null)
+        return reply.redirect(INTEGRATIONS_PATH, 303);
+      return reply.redirect(keyPath(keyId), 303);
+    }
   });
 
   for (const [name, action] of Object.entries(KEY_ACTIONS)) {

@@ -6,6 +6,7 @@ import { ADMIN_PATH, INTEGRATIONS_PATH } from '../../paths.ts';
 import { messagePage } from '../../admin/views/message-page.ts';
 import { adminApiKeyRoutes } from './api-keys.ts';
 import { adminAssetRoutes } from './assets.ts';
+import { adminAuditRoutes } from './audit.ts';
 import { adminOauthClientRoutes } from './oauth-clients.ts';
 import { sendPage } from './responses.ts';
 import { adminSignInRoutes } from './sign-in.ts';
@@ -102,5 +103,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
 
   await app.register(adminAssetRoutes);
   await app.register(adminSignInRoutes);
-  await app.register(signedInArea(adminApiKeyRoutes, adminOauthClientRoutes, adminWebhookRoutes));
+  await app.register(
+    signedInArea(adminApiKeyRoutes, adminOauthClientRoutes, adminWebhookRoutes, adminAuditRoutes),
+  );
 }

@@ -36,7 +36,14 @@ function unrouted(request: FastifyRequest): ApiError | undefined {
 /** Mounted at /api/v1/public. Every request here, routed or not, runs the API-key check first. */
 export async function publicApiRoutes(app: FastifyInstance): Promise<void> {
   app.decorateRequest('rateLimitWindow', null as never);
+  app.decorateRequest('usageKeyId', null);
   app.addHook('onRequest', authenticateApiKey);
+  // Synchronous, and only a counter in memory: the recorder writes every 10 s (`KeyUsageRecorder`).
+  app.addHook('onResponse', (request, reply, done) => {
+    if (request.usageKeyId !== null)
+      request.server.keyUsage.record(request.usageKeyId, reply.statusCode, Date.now());
+    done();
+  });
   // Synchronous (callback style): an async hook would cost a promise and a tick on every request.
   app.addHook('onRequest', (request, _reply, done) => done(unrouted(request)));
   app.setNotFoundHandler(async (request) => {

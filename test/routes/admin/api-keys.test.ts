@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { apiKeyRepository } from '../../../src/db/repositories/api-keys.ts';
+import { setImmediate as tick } from 'node:timers/promises';
+import { generateApiKey } from '../../../src/auth/api-keys.ts';
 import { apiKeyService } from '../../../src/services/api-key-service.ts';
 import { bearer, createTestContext, STORES, seedAccount, seedKey, type TestContext } from '../../helpers.ts';
 import { AdminClient, type SeededUser, seedUser } from './admin-helpers.ts';
@@ -213,6 +215,11 @@ for (const store of STORES) {
     test('a form post without the session CSRF token is refused with 403 and changes nothing', async () => {
       const { id, rawKey } = await createThroughPanel({ name: 'Guarded', scope: 'read' });
       const attempts = [
+        await client.post(`${KEYS}/${id}/roll`, { overlap: 'now' }),
+        await client.post(`${KEYS}/${id}/roll`, {
+          overlap: 'now',
+          _csrf: 'forged-token-forged-token-forged-token-0000',
+        }),
         await client.post(`${KEYS}/${id}/revoke`, {}),
         await client.post(`${KEYS}/${id}/revoke`, { _csrf: 'forged-token-forged-token-forged-token-0000' }),
         await ctx.app.inject({
@@ -228,14 +235,304 @@ for (const store of STORES) {
         assert.match(res.body, /Invalid or missing CSRF token/);
       }
       assert.equal((await apiKeyRepository.findById(ctx.db, id))?.state, 'active');
+      assert.equal((await apiKeyRepository.findById(ctx.db, id))?.rolled_to, null);
       assert.equal(await publicStatus(rawKey), 200);
       assert.ok(!(await apiKeyService.list(ctx.db, accountId)).some((key) => key.name === 'Sneaky'));
+    });
+
+    test('an Admin (not a Super Admin) gets 403 on the key pages, the list searches and every key form', async () => {
+      const { id, rawKey } = await seedKey(ctx.db, accountId, { name: 'Guarded from admins' });
+      const rowBefore = await apiKeyRepository.findById(ctx.db, id);
+      const routes: [method: 'GET' | 'POST', url: string][] = [
+        ['GET', INTEGRATIONS],
+        ['GET', `${INTEGRATIONS}?q=Guarded&state=active&sort=last_used&page=2`],
+        ['GET', `${KEYS}/${id}`],
+        ['GET', `${KEYS}/${id}/revoke`],
+        ['POST', KEYS],
+        ...['rename', 'scope', 'disable', 'enable', 'revoke', 'roll'].map((action): ['POST', string] => [
+          'POST',
+          `${KEYS}/${id}/${action}`,
+        ]),
+      ];
+      // Signed in while a Super Admin, then demoted: each request is refused and ends the session,
+      // which is put back as it was before the next one (a sign-in per route would cost a real scrypt).
+      const user = await seedUser(ctx.db, accountId);
+      const demoted = new AdminClient(ctx.app, '198.51.100.8');
+      assert.equal((await demoted.signIn(user.email)).statusCode, 303);
+      const page = (await demoted.get(`${KEYS}/${id}`)).body;
+      const session = await ctx.db
+        .selectFrom('admin_sessions')
+        .selectAll()
+        .where('user_id', '=', user.id)
+        .executeTakeFirstOrThrow();
+      const cookies = new Map(demoted.cookies);
+      await ctx.db.updateTable('users').set({ role: 'admin' }).where('id', '=', user.id).execute();
+      for (const [method, url] of routes) {
+        await ctx.db.deleteFrom('admin_sessions').where('id_hash', '=', session.id_hash).execute();
+        await ctx.db.insertInto('admin_sessions').values(session).execute();
+        for (const [name, value] of cookies) demoted.cookies.set(name, value);
+        const res =
+          method === 'GET'
+            ? await demoted.get(url)
+            : await demoted.submit(page, url, { name: 'Taken over', scope: 'admin', overlap: 'now' });
+        assert.equal(res.statusCode, 403, `${method} ${url}`);
+        assert.match(res.body, /your role is Admin/);
+        assert.doesNotMatch(res.body, /Guarded from admins/, 'nothing of the key is shown');
+      }
+      assert.deepEqual(await apiKeyRepository.findById(ctx.db, id), rowBefore);
+      assert.equal(await publicStatus(rawKey), 200);
+    });
+
+    test('roll: the successor works at once and is shown once, the old key until its chosen time; linked, audited', async () => {
+      const expiresAt = `${isoDate(60)}T00:00:00.000Z`;
+      const old = await seedKey(ctx.db, accountId, { name: 'PowerBI', scope: 'read-write', expiresAt });
+      assert.equal(await publicStatus(old.rawKey), 200);
+
+      const res = await keyAction(old.id, 'roll', { overlap: '1h' });
+      assert.equal(res.statusCode, 303);
+      const successorId = (await apiKeyRepository.findById(ctx.db, old.id))?.rolled_to;
+      assert.ok(successorId);
+      assert.equal(res.headers.location, `${KEYS}/${successorId}`);
+      const page = (await client.get(`${KEYS}/${successorId}`)).body;
+      const shown = page.match(RAW_KEY);
+      assert.ok(shown !== null && shown.length === 1, 'the new raw key is on its page once');
+      const rawKey = shown[0];
+      assert.match(page, /It will not be shown again/);
+      assert.equal((await client.get(`${KEYS}/${successorId}`)).body.match(RAW_KEY), null, 'and never again');
+
+      const successor = await apiKeyRepository.findById(ctx.db, successorId);
+      assert.equal(successor?.name, `PowerBI (rolled ${new Date().toISOString().slice(0, 10)})`);
+      assert.equal(successor?.scope, 'read-write');
+      assert.equal(successor?.expires_at, expiresAt, 'the same expiry');
+      assert.equal(successor?.rolled_from, old.id);
+      const oldRow = await apiKeyRepository.findById(ctx.db, old.id);
+      const oldExpiry = Date.parse(oldRow?.expires_at ?? '');
+      assert.ok(Math.abs(oldExpiry - (Date.now() + 3600_000)) < 60_000, 'the old key expires in an hour');
+      assert.equal(await publicStatus(rawKey), 200);
+      assert.equal(await publicStatus(old.rawKey), 200, 'both work during the overlap');
+
+      // Each page links to the other.
+      const successorPage = (await client.get(`${KEYS}/${successorId}`)).body;
+      assert.match(
+        successorPage,
+        new RegExp(`<dt>Replaces</dt><dd id="key-rolled-from"><a href="${KEYS}/${old.id}">PowerBI</a>`),
+      );
+      const oldPage = (await client.get(`${KEYS}/${old.id}`)).body;
+      assert.match(
+        oldPage,
+        new RegExp(
+          `<dt>Replaced by</dt><dd id="key-rolled-to"><a href="${KEYS}/${successorId}">PowerBI \\(rolled`,
+        ),
+      );
+      assert.match(oldPage, /Only an active key that was not rolled yet can be rolled/);
+
+      assert.equal((await lastEvent(old.id))?.action, 'rolled');
+      assert.equal((await lastEvent(old.id))?.actor, admin.id);
+      assert.equal((await lastEvent(successorId))?.action, 'created_by_roll');
+
+      // Rolling it again is refused and changes nothing.
+      await keyAction(old.id, 'roll', { overlap: '7d' });
+      assert.match(
+        (await client.get(`${KEYS}/${old.id}`)).body,
+        /Nothing was changed: the key was already rolled/,
+      );
+      assert.equal((await apiKeyRepository.findById(ctx.db, old.id))?.expires_at, oldRow?.expires_at);
+    });
+
+    test('roll with overlap "now": the old key stops at once; a bad overlap changes nothing', async () => {
+      const old = await seedKey(ctx.db, accountId, { name: 'Leaked' });
+      assert.equal(await publicStatus(old.rawKey), 200);
+      const before = await apiKeyRepository.findById(ctx.db, old.id);
+      await keyAction(old.id, 'roll', { overlap: '2h' });
+      assert.match(
+        (await client.get(`${KEYS}/${old.id}`)).body,
+        /Nothing was changed: overlap must be one of now, 1h, 24h, 7d/,
+      );
+      assert.deepEqual(await apiKeyRepository.findById(ctx.db, old.id), before);
+
+      await keyAction(old.id, 'roll', { overlap: 'now' });
+      assert.equal(await publicStatus(old.rawKey), 401);
+      const successorId = (await apiKeyRepository.findById(ctx.db, old.id))?.rolled_to;
+      assert.ok(successorId);
+      assert.equal((await apiKeyService.findOwn(ctx.db, old.id, accountId))?.state, 'expired');
+    });
+
+    test('the key page shows the usage: totals for 24 h, 7 d and 30 d, a chart and its table', async () => {
+      const key = await seedKey(ctx.db, accountId, { name: 'Counted' });
+      for (let i = 0; i < 3; i += 1) assert.equal(await publicStatus(key.rawKey), 200);
+      const missing = await ctx.app.inject({
+        method: 'GET',
+        url: '/api/v1/public/incidents/none',
+        headers: bearer(key.rawKey),
+      });
+      assert.equal(missing.statusCode, 404);
+      await tick();
+      await ctx.services.keyUsage.flush();
+      const page = (await client.get(`${KEYS}/${key.id}`)).body;
+      assert.match(page, /<th scope="row">Last 24 hours<\/th><td>3<\/td><td>1<\/td><td>0<\/td>/);
+      assert.match(page, /<th scope="row">Last 30 days<\/th><td>3<\/td><td>1<\/td><td>0<\/td>/);
+      assert.match(
+        page,
+        /<svg class="usage-chart" role="img"[^>]*aria-labelledby="usage-chart-title usage-chart-desc"/,
+      );
+      assert.equal(
+        (page.match(/<rect x="\d+" y="[\d.]+" width="1"/g) ?? []).length,
+        2,
+        'one bar of two classes',
+      );
+      assert.match(page, /<summary>Requests per hour as a table<\/summary>/);
+      assert.equal(
+        (page.match(/<tr><th scope="row"><time datetime=/g) ?? []).length,
+        1,
+        'one hour with traffic',
+      );
+      assert.doesNotMatch(page, /style="|<script>/, 'nothing inline (CSP)');
+    });
+
+    test('find keys: search by name or prefix, filter by state, sort by last use, through GET parameters', async () => {
+      const finder = await seedAccount(ctx.db);
+      const user = await seedUser(ctx.db, finder);
+      const own = new AdminClient(ctx.app, '203.0.113.9');
+      assert.equal((await own.signIn(user.email)).statusCode, 303);
+      const powerBi = await seedKey(ctx.db, finder, { name: 'PowerBI finance' });
+      const tableau = await seedKey(ctx.db, finder, { name: 'Tableau' });
+      const soon = await seedKey(ctx.db, finder, { name: 'Short 50%_off', expiresAt: isoDate(3) });
+      const disabled = await seedKey(ctx.db, finder, { name: 'Paused' });
+      await apiKeyService.disable(ctx.db, disabled.id, 'test');
+      const revoked = await seedKey(ctx.db, finder, { name: 'Gone' });
+      await apiKeyService.revoke(ctx.db, revoked.id, 'test');
+      const expired = await seedKey(ctx.db, finder, { name: 'Old' });
+      await ctx.db
+        .updateTable('api_keys')
+        .set({ expires_at: '2026-01-02T00:00:00.000Z' })
+        .where('id', '=', expired.id)
+        .execute();
+      await ctx.db
+        .updateTable('api_keys')
+        .set({ last_used_at: '2026-11-01T00:00:00.000Z' })
+        .where('id', '=', tableau.id)
+        .execute();
+      await ctx.db
+        .updateTable('api_keys')
+        .set({ last_used_at: '2026-11-02T00:00:00.000Z' })
+        .where('id', '=', soon.id)
+        .execute();
+
+      const listed = async (query: string) => {
+        const res = await own.get(`${INTEGRATIONS}${query}`);
+        assert.equal(res.statusCode, 200, query);
+        return [...res.body.matchAll(/<tr data-key-id="([^"]+)">/g)].map((m) => m[1]);
+      };
+      assert.deepEqual(await listed('?q=powerbi'), [powerBi.id], 'any case, part of the name');
+      assert.deepEqual(await listed('?q=50%25_'), [soon.id], '% and _ are literal');
+      assert.deepEqual(await listed(`?q=${powerBi.rawKey.slice(0, 10)}`), [powerBi.id], 'the prefix');
+      assert.deepEqual(
+        await listed(`?q=${powerBi.rawKey.slice(4, 10)}`),
+        [powerBi.id],
+        'the prefix without svc_',
+      );
+      assert.deepEqual(await listed('?state=disabled'), [disabled.id]);
+      assert.deepEqual(await listed('?state=revoked'), [revoked.id]);
+      assert.deepEqual(await listed('?state=expired'), [expired.id]);
+      assert.deepEqual(await listed('?state=expiring'), [soon.id]);
+      assert.deepEqual(new Set(await listed('?state=active')), new Set([powerBi.id, tableau.id, soon.id]));
+      assert.deepEqual((await listed('?sort=last_used')).slice(0, 2), [soon.id, tableau.id]);
+      assert.deepEqual(await listed('?q=nothing-like-it'), []);
+      assert.match((await own.get(`${INTEGRATIONS}?q=nothing-like-it`)).body, /No API keys match\./);
+      // Unknown values are the defaults, never an error.
+      assert.equal((await listed('?q=Tab&q=Power&state=active&state=revoked')).length, 6);
+      assert.equal((await listed('?state=bogus&sort=bogus&page=-3')).length, 6);
+      const form = (await own.get(`${INTEGRATIONS}?q=Tab&state=active&sort=last_used`)).body;
+      assert.match(form, /<input id="find-q" name="q" type="search" maxlength="100" value="Tab">/);
+      assert.match(form, /<option value="active" selected>/);
+      assert.match(form, /<option value="last_used" selected>/);
     });
 
     test('Settings > Integrations lists the OAuth clients section', async () => {
       const page = (await client.get(INTEGRATIONS)).body;
       assert.match(page, /<h2 id="oauth-clients-heading">OAuth clients<\/h2>/);
       assert.match(page, /<li>Settings<\/li><li>Integrations<\/li>/);
+    });
+  });
+
+  describe(`admin keys list with 10,000 keys in an account (${store})`, () => {
+    let ctx: TestContext;
+    let client: AdminClient;
+    const names: string[] = [];
+
+    before(async () => {
+      ctx = await createTestContext(store);
+      const accountId = await seedAccount(ctx.db);
+      const user = await seedUser(ctx.db, accountId);
+      // Inserted directly, 500 a statement: 10,000 keys through the service would take minutes.
+      const rows = Array.from({ length: 10_000 }, (_, i) => {
+        const { keyHash, prefix } = generateApiKey();
+        const name = `Integration ${String(i).padStart(5, '0')}`;
+        names.push(name);
+        const stamp = new Date(Date.UTC(2026, 0, 1) + i * 60_000).toISOString();
+        return {
+          id: crypto.randomUUID(),
+          account_id: accountId,
+          name,
+          prefix,
+          key_hash: keyHash,
+          scope: 'read',
+          state: i % 10 === 0 ? 'disabled' : 'active',
+          expires_at: null,
+          last_used_at: i % 3 === 0 ? new Date(Date.UTC(2026, 5, 1) + i * 1000).toISOString() : null,
+          created_by: 'test',
+          created_at: stamp,
+          updated_at: stamp,
+        };
+      });
+      for (let start = 0; start < rows.length; start += 500)
+        await ctx.db
+          .insertInto('api_keys')
+          .values(rows.slice(start, start + 500))
+          .execute();
+      client = new AdminClient(ctx.app);
+      assert.equal((await client.signIn(user.email)).statusCode, 303);
+    });
+    after(() => ctx.close());
+
+    const namesOn = (body: string) =>
+      [...body.matchAll(/<td data-label="Name"><a href="[^"]+">([^<]+)<\/a>/g)].map((m) => m[1]);
+
+    test('pages of 50, newest first, with links to the next and previous pages', async () => {
+      const first = await client.get(INTEGRATIONS);
+      assert.equal(first.statusCode, 200);
+      assert.deepEqual(namesOn(first.body), names.slice(-50).reverse());
+      assert.match(first.body, /Keys 1–50 of 10,000 · page 1 of 200/);
+      assert.match(
+        first.body,
+        /<a href="\/admin\/settings\/integrations\?page=2#api-keys" rel="next">Next page<\/a>/,
+      );
+      assert.doesNotMatch(first.body, /rel="prev"/);
+
+      const last = await client.get(`${INTEGRATIONS}?page=200`);
+      assert.deepEqual(namesOn(last.body), names.slice(0, 50).reverse());
+      assert.match(last.body, /rel="prev">Previous page/);
+      assert.doesNotMatch(last.body, /rel="next"/);
+      assert.deepEqual(namesOn((await client.get(`${INTEGRATIONS}?page=201`)).body), []);
+    });
+
+    test('search, state and sort combine, and the page links keep them', async () => {
+      const res = await client.get(`${INTEGRATIONS}?q=integration+09&state=disabled&sort=last_used`);
+      // 09000–09999 disabled: every tenth, 100 keys; used ones (multiples of 30) first, latest first.
+      const shown = namesOn(res.body);
+      assert.equal(shown.length, 50);
+      assert.match(res.body, /Keys 1–50 of 100 · page 1 of 2/);
+      assert.equal(shown[0], 'Integration 09990');
+      assert.equal(shown[1], 'Integration 09960');
+      assert.match(
+        res.body,
+        /<a href="\/admin\/settings\/integrations\?q=integration\+09&amp;state=disabled&amp;sort=last_used&amp;page=2#api-keys" rel="next">/,
+      );
+      const second = namesOn(
+        (await client.get(`${INTEGRATIONS}?q=integration+09&state=disabled&sort=last_used&page=2`)).body,
+      );
+      assert.equal(second.length, 50);
+      assert.equal(new Set([...shown, ...second]).size, 100, 'no key on both pages');
     });
   });
 }

@@ -3,10 +3,11 @@ import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import { oauthClientRepository } from '../../../src/db/repositories/oauth-clients.ts';
+import { kyselyAdapter } from '../../../src/oauth/adapter.ts';
 import { oauthClientService } from '../../../src/services/oauth-client-service.ts';
 import { OAUTH_PATH } from '../../../src/paths.ts';
 import { bearer, createTestContext, STORES, seedAccount, type TestContext } from '../../helpers.ts';
-import { AdminClient, seedUser } from './admin-helpers.ts';
+import { AdminClient, csrfTokenOf, seedUser } from './admin-helpers.ts';
 
 const INTEGRATIONS = '/admin/settings/integrations';
 const CLIENTS = '/admin/settings/integrations/oauth-clients';
@@ -280,6 +281,168 @@ for (const store of STORES) {
       assert.equal(confirmation.headers.location, '/admin/sign-in');
       assert.equal((await stranger.post(`${CLIENTS}/${clientId}/delete`, { _csrf: 'x' })).statusCode, 403);
       assert.ok(await oauthClientRepository.findById(ctx.db, clientId));
+    });
+
+    /** A user's grant of the client with one access token under it, stored as the provider stores them. */
+    async function seedGrant(clientId: string, name: string): Promise<{ grantId: string; userId: string }> {
+      const user = await seedUser(ctx.db, accountId, { role: 'employee', name });
+      const grantId = `grant-${user.id}`;
+      const iat = Math.floor(Date.now() / 1000);
+      const adapter = kyselyAdapter(ctx.db);
+      await adapter('Grant').upsert(
+        grantId,
+        { kind: 'Grant', jti: grantId, accountId: user.id, clientId, openid: { scope: 'openid email' }, iat },
+        3600,
+      );
+      await adapter('AccessToken').upsert(
+        `at-${user.id}`,
+        { kind: 'AccessToken', jti: `at-${user.id}`, accountId: user.id, clientId, grantId, iat },
+        3600,
+      );
+      return { grantId, userId: user.id };
+    }
+
+    const grantRows = (grantId: string) =>
+      ctx.db
+        .selectFrom('oauth_payloads')
+        .select('model')
+        .where((eb) => eb.or([eb('grant_id', '=', grantId), eb('id', '=', grantId)]))
+        .orderBy('model')
+        .execute();
+
+    test("a client's page: rotate the secret (shown once, old one kept for the overlap), list and revoke grants; audited", async () => {
+      const { clientId, secret } = await registerConfidential('Lifecycle');
+      const { grantId } = await seedGrant(clientId, 'Grace Granter');
+      const list = (await client.get(INTEGRATIONS)).body;
+      assert.match(list, new RegExp(`href="${CLIENTS}/${clientId}" aria-label="Manage Lifecycle"`));
+
+      const page = await client.get(`${CLIENTS}/${clientId}`);
+      assert.equal(page.statusCode, 200);
+      const grantRow = page.body.slice(page.body.indexOf(`data-grant-id="${grantId}"`));
+      assert.match(grantRow, /Grace Granter/);
+      assert.match(grantRow, /<code>openid<\/code> <code>email<\/code>/);
+      assert.match(grantRow, /data-label="Last token use"><time datetime=/, 'the token issued is a use');
+
+      const rotated = await client.submit(page.body, `${CLIENTS}/${clientId}/rotate-secret`, {
+        overlap: '1h',
+      });
+      assert.equal(rotated.statusCode, 303);
+      assert.equal(rotated.headers.location, `${CLIENTS}/${clientId}`);
+      const shown = (await client.get(`${CLIENTS}/${clientId}`)).body;
+      const newSecret = fieldValue(shown, 'new-client-secret');
+      assert.match(newSecret ?? '', /^ocs_[0-9a-f]{64}$/);
+      assert.match(shown, /The old secret works until \d{4}-/);
+      assert.equal(
+        (await client.get(`${CLIENTS}/${clientId}`)).body.match(CLIENT_SECRET),
+        null,
+        'shown once',
+      );
+      assert.equal((await tokenRequest(clientId, newSecret as string)).statusCode, 200);
+      assert.equal(
+        (await tokenRequest(clientId, secret)).statusCode,
+        200,
+        'the old secret during the overlap',
+      );
+
+      const revoke = await client.submit(shown, `${CLIENTS}/${clientId}/grants/${grantId}/revoke`);
+      assert.equal(revoke.statusCode, 303);
+      assert.equal(revoke.headers.location, `${CLIENTS}/${clientId}`);
+      assert.deepEqual(await grantRows(grantId), [], 'the grant and its tokens are gone');
+      const after = (await client.get(`${CLIENTS}/${clientId}`)).body;
+      assert.match(after, /Grant revoked/);
+      assert.match(after, /No one has granted this app access/);
+
+      const events = await ctx.db
+        .selectFrom('audit_events')
+        .select(['action', 'subject_type'])
+        .where('subject_id', '=', clientId)
+        .orderBy('id')
+        .execute();
+      assert.deepEqual(events, [
+        { action: 'secret_rotated', subject_type: 'oauth_client' },
+        { action: 'grant_revoked', subject_type: 'oauth_client' },
+      ]);
+    });
+
+    test("another account's client or grant is not found, and a bad overlap changes nothing", async () => {
+      const otherAccount = await seedAccount(ctx.db);
+      const { client: foreign } = await oauthClientService.create(ctx.db, {
+        accountId: otherAccount,
+        name: 'Foreign',
+        redirectUris: ['https://foreign.example/cb'],
+        isPublic: false,
+      });
+      const { grantId } = await seedGrant(foreign.client_id, 'Foreign user');
+      assert.equal((await client.get(`${CLIENTS}/${foreign.client_id}`)).statusCode, 404);
+      const page = (await client.get(INTEGRATIONS)).body;
+      await client.submit(page, `${CLIENTS}/${foreign.client_id}/rotate-secret`, { overlap: 'now' });
+      await client.submit(page, `${CLIENTS}/${foreign.client_id}/grants/${grantId}/revoke`);
+      assert.deepEqual(await grantRows(grantId), [{ model: 'AccessToken' }, { model: 'Grant' }]);
+      assert.equal(
+        (await oauthClientRepository.findById(ctx.db, foreign.client_id))?.previous_secret_hash,
+        null,
+      );
+
+      const { clientId } = await registerConfidential('Bad overlap');
+      const before = await oauthClientRepository.findById(ctx.db, clientId);
+      const res = await client.submit(page, `${CLIENTS}/${clientId}/rotate-secret`, { overlap: '2h' });
+      assert.equal(res.statusCode, 303);
+      assert.match(
+        (await client.get(`${CLIENTS}/${clientId}`)).body,
+        /Nothing was changed: overlap must be one of/,
+      );
+      assert.deepEqual(await oauthClientRepository.findById(ctx.db, clientId), before);
+    });
+
+    /** Every route this file adds, with the form a browser would post. */
+    const lifecycleRoutes = (
+      clientId: string,
+      grantId: string,
+    ): [string, string, Record<string, string>][] => [
+      ['GET', `${CLIENTS}/${clientId}`, {}],
+      ['POST', `${CLIENTS}/${clientId}/rotate-secret`, { overlap: 'now' }],
+      ['POST', `${CLIENTS}/${clientId}/grants/${grantId}/revoke`, {}],
+    ];
+
+    test('the new forms refuse a post without the CSRF token (403) and change nothing', async () => {
+      const { clientId, secret } = await registerConfidential('CSRF lifecycle');
+      const { grantId } = await seedGrant(clientId, 'CSRF user');
+      for (const [method, url, form] of lifecycleRoutes(clientId, grantId)) {
+        if (method !== 'POST') continue;
+        for (const res of [
+          await client.post(url, form),
+          await client.post(url, { ...form, _csrf: 'forged-token-forged-token-forged-token-0000' }),
+        ]) {
+          assert.equal(res.statusCode, 403, url);
+          assert.match(res.body, /Invalid or missing CSRF token/);
+        }
+      }
+      assert.equal((await tokenRequest(clientId, secret)).statusCode, 200);
+      assert.equal((await oauthClientRepository.findById(ctx.db, clientId))?.previous_secret_hash, null);
+      assert.equal((await grantRows(grantId)).length, 2);
+    });
+
+    test('an Admin (not Super Admin) gets 403 on every new route and changes nothing', async () => {
+      const { clientId, secret } = await registerConfidential('Super Admins only');
+      const { grantId } = await seedGrant(clientId, 'Role user');
+      for (const [method, url, form] of lifecycleRoutes(clientId, grantId)) {
+        // Signed in as a Super Admin, then demoted: the panel re-checks the role at every request.
+        const person = await seedUser(ctx.db, accountId);
+        const demoted = new AdminClient(ctx.app);
+        assert.equal((await demoted.signIn(person.email)).statusCode, 303);
+        const page = (await demoted.get(INTEGRATIONS)).body;
+        await ctx.db.updateTable('users').set({ role: 'admin' }).where('id', '=', person.id).execute();
+        const res =
+          method === 'GET'
+            ? await demoted.get(url)
+            : await demoted.post(url, { _csrf: csrfTokenOf(page), ...form });
+        assert.equal(res.statusCode, 403, `${method} ${url}`);
+        assert.match(res.body, /your role is Admin/);
+        assert.doesNotMatch(res.body, /Role user/, 'no grant is shown');
+      }
+      assert.equal((await tokenRequest(clientId, secret)).statusCode, 200);
+      assert.equal((await oauthClientRepository.findById(ctx.db, clientId))?.previous_secret_hash, null);
+      assert.equal((await grantRows(grantId)).length, 2);
     });
   });
 }

@@ -1,0 +1,196 @@
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import axe from 'axe-core';
+import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import { kyselyAdapter } from '../../src/oauth/adapter.ts';
+import { ADMIN_PATH } from '../../src/paths.ts';
+import { oauthClientService } from '../../src/services/oauth-client-service.ts';
+import { webhookService } from '../../src/services/webhook-service.ts';
+import { OutboundClient } from '../../src/webhooks/outbound.ts';
+import { createTestContext, seedAccount, seedKey, type TestContext } from '../helpers.ts';
+import { PASSWORD, type SeededUser, seedUser } from '../routes/admin/admin-helpers.ts';
+
+// Every page of the admin panel, found from its routes, checked by axe-core in real headless
+// Chromium: no violation of any impact, on a desktop and on a phone-sized screen. SQLite only, as
+// the other browser suites: the pages are the same on both stores.
+
+const CHROMIUM = '/usr/bin/chromium';
+
+interface Violation {
+  id: string;
+  impact?: string | null;
+  help: string;
+  nodes: { target: unknown }[];
+}
+
+// GET routes that are not pages: files, a download, and redirects to a page.
+const NOT_PAGES = new Set([
+  `${ADMIN_PATH}`,
+  `${ADMIN_PATH}/`,
+  `${ADMIN_PATH}/assets/:file`,
+  `${ADMIN_PATH}/settings/integrations/audit.csv`,
+]);
+
+/**
+ * The admin panel's GET routes, read from Fastify's route tree (each line is one segment, indented
+ * four characters a level under its parent). Nodes the tree prints that are not routes themselves
+ * are dropped by asking the router.
+ */
+function adminGetRoutes(ctx: TestContext): string[] {
+  const tree = ctx.app.printRoutes({ commonPrefix: false, method: 'GET' });
+  const stack: string[] = [];
+  const routes: string[] = [];
+  for (const line of tree.split('\n')) {
+    const match = /^([│ ]*)(?:├── |└── )?(\S+) \(/.exec(line);
+    if (match === null) continue;
+    const depth = Math.floor((match[1] as string).length / 4);
+    stack.length = depth;
+    stack.push(match[2] as string);
+    const path = stack.join('');
+    if (path.startsWith(ADMIN_PATH) && ctx.app.hasRoute({ method: 'GET', url: path })) routes.push(path);
+  }
+  return routes;
+}
+
+describe('every admin page is accessible in Chromium (sqlite)', () => {
+  let ctx: TestContext;
+  let browser: Browser;
+  let base: string;
+  let admin: SeededUser;
+  let accountId: string;
+  const ids = { key: '', client: '', endpoint: '' };
+
+  before(async () => {
+    assert.ok(
+      existsSync(CHROMIUM),
+      `${CHROMIUM} is missing: install Debian's chromium package (.ci/run does)`,
+    );
+    ctx = await createTestContext('sqlite', { WEBHOOKS_ALLOW_PRIVATE: 'true' });
+    accountId = await seedAccount(ctx.db, { name: 'Northwind' });
+    admin = await seedUser(ctx.db, accountId, { name: 'Avery Admin' });
+    const grantee = await seedUser(ctx.db, accountId, { name: 'Gina Grantee', role: 'employee' });
+    ids.key = (await seedKey(ctx.db, accountId, { name: 'PowerBI' })).id;
+    const { client } = await oauthClientService.create(ctx.db, {
+      accountId,
+      name: 'Acme BI',
+      redirectUris: ['https://bi.acme.example/cb'],
+      isPublic: false,
+    });
+    ids.client = client.client_id;
+    // A grant, so that the client page shows its table of grants.
+    await kyselyAdapter(ctx.db)('Grant').upsert(
+      'grant-a11y',
+      {
+        kind: 'Grant',
+        jti: 'grant-a11y',
+        accountId: grantee.id,
+        clientId: client.client_id,
+        openid: { scope: 'openid email' },
+        iat: Math.floor(Date.now() / 1000),
+      },
+      3600,
+    );
+    const deps = {
+      db: ctx.db,
+      outbound: new OutboundClient({ allowPrivate: true, timeoutMs: 2000 }),
+      secretsKey: ctx.config.webhookSecretsKey,
+    };
+    const { endpoint } = await webhookService.create(deps, {
+      accountId,
+      url: 'http://127.0.0.1:9/hook',
+      description: 'Warehouse sync',
+      actor: admin.id,
+    });
+    ids.endpoint = endpoint.id;
+    await webhookService.disable(ctx.db, endpoint.id, admin.id, { accountId, reason: 'paused for the test' });
+    await oauthClientService.rotateSecret(ctx.db, client.client_id, '1h', admin.id);
+
+    await ctx.app.listen({ port: 0, host: '127.0.0.1' });
+    base = `http://127.0.0.1:${(ctx.app.server.address() as AddressInfo).port}`;
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+    });
+  });
+  after(async () => {
+    await browser?.close();
+    await ctx?.close();
+  });
+
+  /** A concrete URL for a route: its `:id` is the seeded key, client or endpoint of its section. */
+  function urlOf(route: string): string {
+    if (!route.includes(':id')) return route;
+    const section = /\/(api-keys|oauth-clients|webhooks)\/:id/.exec(route)?.[1];
+    const id = { 'api-keys': ids.key, 'oauth-clients': ids.client, webhooks: ids.endpoint }[section ?? ''];
+    assert.ok(id !== undefined, `no seeded record for ${route}: add one to this test`);
+    return route.replace(':id', encodeURIComponent(id));
+  }
+
+  async function violationsOf(page: Page): Promise<Violation[]> {
+    // Through the DevTools protocol, which the page's CSP does not govern.
+    await page.evaluate(axe.source);
+    return page.evaluate(async () => {
+      const run = (window as unknown as { axe: { run(): Promise<{ violations: Violation[] }> } }).axe.run;
+      return (await run()).violations.map(({ id, impact, help, nodes }) => ({
+        id,
+        impact,
+        help,
+        nodes: nodes.map((node) => ({ target: node.target })),
+      }));
+    });
+  }
+
+  async function signIn(page: Page): Promise<void> {
+    await page.goto(`${base}${ADMIN_PATH}/sign-in`);
+    await page.getByLabel('Email').fill(admin.email);
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Integrations' }).waitFor();
+  }
+
+  const viewports = [
+    { name: 'desktop', viewport: { width: 1280, height: 900 }, hasTouch: false },
+    { name: 'phone', viewport: { width: 390, height: 844 }, hasTouch: true },
+  ];
+
+  for (const { name, ...options } of viewports) {
+    test(`${name}: every admin page, signed out and in, has no axe violation of any impact`, async () => {
+      const context: BrowserContext = await browser.newContext(options);
+      try {
+        const page = await context.newPage();
+        const found: Record<string, Violation[]> = {};
+        const check = async (what: string, url: string) => {
+          const response = await page.goto(`${base}${url}`);
+          assert.ok(response !== null && response.status() < 500, `${what}: ${response?.status()}`);
+          const violations = await violationsOf(page);
+          if (violations.length > 0) found[what] = violations;
+        };
+
+        await check('sign-in page', `${ADMIN_PATH}/sign-in`);
+        await signIn(page);
+        const routes = adminGetRoutes(ctx).filter((route) => !NOT_PAGES.has(route));
+        assert.ok(routes.length >= 10, `the routes were read: ${routes.join(' ')}`);
+        for (const route of routes) await check(route, urlOf(route));
+
+        // Pages in states the routes alone do not show.
+        await check(
+          'audit trail, filtered',
+          `${ADMIN_PATH}/settings/integrations/audit?subject_type=oauth_client`,
+        );
+        await check('audit trail, refused filter', `${ADMIN_PATH}/settings/integrations/audit?from=nope`);
+        await check('not found', `${ADMIN_PATH}/settings/integrations/oauth-clients/oc_missing`);
+        await page.goto(`${base}${urlOf(`${ADMIN_PATH}/settings/integrations/oauth-clients/:id`)}`);
+        await page.getByRole('button', { name: 'Rotate secret' }).click();
+        await page.getByText('Copy this client secret now').waitFor();
+        const flash = await violationsOf(page);
+        if (flash.length > 0) found['client page with a new secret'] = flash;
+
+        assert.deepEqual(found, {}, 'axe found violations');
+      } finally {
+        await context.close();
+      }
+    });
+  }
+});
