@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import axe from 'axe-core';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import { type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { CHROMIUM, launchChromium, axeViolations, type Violation } from './chromium.ts';
 import { kyselyAdapter } from '../../src/oauth/adapter.ts';
 import { ADMIN_PATH } from '../../src/paths.ts';
 import { oauthClientService } from '../../src/services/oauth-client-service.ts';
@@ -15,15 +15,6 @@ import { PASSWORD, type SeededUser, seedUser } from '../routes/admin/admin-helpe
 // Every page of the admin panel, found from its routes, checked by axe-core in real headless
 // Chromium: no violation of any impact, on a desktop and on a phone-sized screen. SQLite only, as
 // the other browser suites: the pages are the same on both stores.
-
-const CHROMIUM = '/usr/bin/chromium';
-
-interface Violation {
-  id: string;
-  impact?: string | null;
-  help: string;
-  nodes: { target: unknown }[];
-}
 
 // GET routes that are not pages: files, a download, and redirects to a page.
 const NOT_PAGES = new Set([
@@ -109,10 +100,7 @@ describe('every admin page is accessible in Chromium (sqlite)', () => {
 
     await ctx.app.listen({ port: 0, host: '127.0.0.1' });
     base = `http://127.0.0.1:${(ctx.app.server.address() as AddressInfo).port}`;
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-    });
+    browser = await launchChromium();
   });
   after(async () => {
     await browser?.close();
@@ -130,16 +118,7 @@ describe('every admin page is accessible in Chromium (sqlite)', () => {
 
   async function violationsOf(page: Page): Promise<Violation[]> {
     // Through the DevTools protocol, which the page's CSP does not govern.
-    await page.evaluate(axe.source);
-    return page.evaluate(async () => {
-      const run = (window as unknown as { axe: { run(): Promise<{ violations: Violation[] }> } }).axe.run;
-      return (await run()).violations.map(({ id, impact, help, nodes }) => ({
-        id,
-        impact,
-        help,
-        nodes: nodes.map((node) => ({ target: node.target })),
-      }));
-    });
+    return axeViolations(page);
   }
 
   async function signIn(page: Page): Promise<void> {

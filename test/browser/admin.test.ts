@@ -3,8 +3,8 @@ import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import axe from 'axe-core';
-import { type Browser, type BrowserContext, chromium, type Page, type Response } from 'playwright-core';
+import { type Browser, type BrowserContext, type Page, type Response } from 'playwright-core';
+import { CHROMIUM, launchChromium, axeViolations } from './chromium.ts';
 import { apiKeyRepository } from '../../src/db/repositories/api-keys.ts';
 import { createTestContext, seedAccount, seedKey, type TestContext } from '../helpers.ts';
 import { PASSWORD, type SeededUser, seedUser } from '../routes/admin/admin-helpers.ts';
@@ -13,30 +13,12 @@ import { PASSWORD, type SeededUser, seedUser } from '../routes/admin/admin-helpe
 // database work is the same code on both stores and the inject tests cover it on each, while a
 // browser run per store would double the slowest suite for no new coverage.
 
-const CHROMIUM = '/usr/bin/chromium';
-
-interface Violation {
-  id: string;
-  impact?: string | null;
-  help: string;
-  nodes: { target: unknown }[];
-}
-
 /**
  * Runs axe-core on the page as it is and fails on any violation, whatever its impact. The script is
  * evaluated through the DevTools protocol, which the page's CSP does not govern.
  */
 async function assertAccessible(page: Page, what: string): Promise<void> {
-  await page.evaluate(axe.source);
-  const violations = await page.evaluate(async () => {
-    const run = (window as unknown as { axe: { run(): Promise<{ violations: Violation[] }> } }).axe.run;
-    return (await run()).violations.map(({ id, impact, help, nodes }) => ({
-      id,
-      impact,
-      help,
-      nodes: nodes.map((node) => ({ target: node.target })),
-    }));
-  });
+  const violations = await axeViolations(page);
   assert.deepEqual(violations, [], `${what}: axe found violations`);
 }
 
@@ -60,10 +42,7 @@ describe('admin panel in Chromium (sqlite)', () => {
     manager = await seedUser(ctx.db, accountId, { role: 'manager' });
     await ctx.app.listen({ port: 0, host: '127.0.0.1' });
     base = `http://127.0.0.1:${(ctx.app.server.address() as AddressInfo).port}`;
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-    });
+    browser = await launchChromium();
   });
   after(async () => {
     await browser?.close();

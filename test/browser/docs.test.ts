@@ -2,22 +2,13 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import axe from 'axe-core';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import { type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { CHROMIUM, launchChromium, axeViolations } from './chromium.ts';
 import { createTestContext, type TestContext } from '../helpers.ts';
 
 // The reference page `/docs` (Scalar's API reference, served by the service) in real headless
 // Chromium, cut off from every other host: it must load and work from the service alone, without
 // an error and without an accessibility violation. It reads only the document, so SQLite is enough.
-
-const CHROMIUM = '/usr/bin/chromium';
-
-interface Violation {
-  id: string;
-  impact: string | null;
-  help: string;
-  nodes: { target: unknown[] }[];
-}
 
 interface Operation {
   operationId?: string;
@@ -59,10 +50,7 @@ describe('/docs in Chromium (sqlite)', () => {
     await ctx.app.listen({ port: 0, host: '127.0.0.1' });
     base = `http://127.0.0.1:${(ctx.app.server.address() as AddressInfo).port}`;
     document = (await ctx.app.inject({ url: '/openapi.json' })).json();
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-    });
+    browser = await launchChromium();
     context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     // Offline but for the service: whatever asks for another host is refused, and noted.
     await context.route('**/*', async (route) => {
@@ -97,16 +85,7 @@ describe('/docs in Chromium (sqlite)', () => {
    * evaluated through the DevTools protocol, which the page's CSP does not govern.
    */
   async function assertAccessible(what: string): Promise<void> {
-    await page.evaluate(axe.source);
-    const violations = await page.evaluate(async () => {
-      const run = (window as unknown as { axe: { run(): Promise<{ violations: Violation[] }> } }).axe.run;
-      return (await run()).violations.map(({ id, impact, help, nodes }) => ({
-        id,
-        impact,
-        help,
-        nodes: nodes.map((node) => ({ target: node.target })),
-      }));
-    });
+    const violations = await axeViolations(page);
     const severe = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
     assert.deepEqual(severe, [], `${what}: axe found serious or critical violations`);
   }

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import axe from 'axe-core';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import { type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { CHROMIUM, launchChromium, axeViolations } from './chromium.ts';
 import { webhookRepository } from '../../src/db/repositories/webhooks.ts';
 import { webhookService } from '../../src/services/webhook-service.ts';
 import { createTestContext, seedAccount, type TestContext } from '../helpers.ts';
@@ -13,15 +13,6 @@ import { Receiver } from '../webhooks/receiver.ts';
 // The webhook pages of the admin panel in real headless Chromium, checked with axe-core for
 // accessibility and watched for Content Security Policy violations. SQLite only, like
 // admin.test.ts: the inject tests cover both stores.
-
-const CHROMIUM = '/usr/bin/chromium';
-
-interface Violation {
-  id: string;
-  impact: string | null;
-  help: string;
-  nodes: { target: unknown[] }[];
-}
 
 describe('admin webhook pages in Chromium (sqlite)', () => {
   let ctx: TestContext;
@@ -47,10 +38,7 @@ describe('admin webhook pages in Chromium (sqlite)', () => {
     receiver = await Receiver.start();
     await ctx.app.listen({ port: 0, host: '127.0.0.1' });
     base = `http://127.0.0.1:${(ctx.app.server.address() as AddressInfo).port}`;
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-    });
+    browser = await launchChromium();
     // Phone-sized, where the tables turn into cards.
     context = await browser.newContext({ viewport: { width: 390, height: 844 }, hasTouch: true });
     page = await context.newPage();
@@ -76,16 +64,7 @@ describe('admin webhook pages in Chromium (sqlite)', () => {
    * its real policy.
    */
   async function assertAccessible(what: string): Promise<void> {
-    await page.evaluate(axe.source);
-    const violations = await page.evaluate(async () => {
-      const run = (window as unknown as { axe: { run(): Promise<{ violations: Violation[] }> } }).axe.run;
-      return (await run()).violations.map(({ id, impact, help, nodes }) => ({
-        id,
-        impact,
-        help,
-        nodes: nodes.map((node) => ({ target: node.target })),
-      }));
-    });
+    const violations = await axeViolations(page);
     const severe = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
     assert.deepEqual(severe, [], `${what}: axe found serious or critical violations`);
   }
