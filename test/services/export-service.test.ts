@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { exportFile } from '../../src/services/export-service.ts';
+import { parseCsv } from '../strict-csv.ts';
 
 /**
  * Export files as the writer makes them, without a store: CSV text cells that a spreadsheet would
@@ -16,48 +17,6 @@ const FORMULAS = [
   '\t=1',
   '\r=1',
 ];
-
-/**
- * Strict RFC 4180 (with UTF-8 text): records end in CRLF; a quoted field runs to a quote that is
- * not doubled and is followed by a comma or the end of the record; an unquoted field holds no
- * quote, CR or LF. Anything else fails the test.
- */
-function parseCsv(text: string): string[][] {
-  const records: string[][] = [];
-  let record: string[] = [];
-  let i = 0;
-  while (i < text.length) {
-    let field = '';
-    if (text[i] === '"') {
-      for (i += 1; ; i += 1) {
-        assert.ok(i < text.length, 'a quoted field is closed');
-        if (text[i] === '"' && text[i + 1] === '"') {
-          field += '"';
-          i += 1;
-        } else if (text[i] === '"') break;
-        else field += text[i];
-      }
-      i += 1;
-    } else {
-      while (i < text.length && text[i] !== ',' && text[i] !== '\r') {
-        assert.ok(!'"\n'.includes(text[i] as string), `no quote or bare LF in an unquoted field at ${i}`);
-        field += text[i];
-        i += 1;
-      }
-    }
-    record.push(field);
-    if (text[i] === ',') {
-      i += 1;
-      continue;
-    }
-    assert.equal(text.slice(i, i + 2), '\r\n', `a field ends in a comma or CRLF at ${i}`);
-    i += 2;
-    records.push(record);
-    record = [];
-  }
-  assert.deepEqual(record, [], 'the last record ends in CRLF');
-  return records;
-}
 
 const incident = (fields: Partial<Record<string, string | number | null>>) => ({
   id: '3f1c2a8e-5b7d-4e9f-a1c3-2d4e6f8a0b1c',

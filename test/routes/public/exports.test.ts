@@ -20,6 +20,7 @@ import {
   seedKey,
   type TestContext,
 } from '../../helpers.ts';
+import { parseCsv } from '../../strict-csv.ts';
 
 const API = '/api/v1/public';
 const RESOURCES = ['incidents', 'users', 'departments', 'locations'] as const;
@@ -28,48 +29,6 @@ const T = '2025-03-01T10:00:00.000Z';
 const TRICKY = 'Dock 3, "north"\r\nline two\nÅsa – 東京 🚧';
 
 type Row = Record<string, unknown>;
-
-/**
- * Strict RFC 4180: records end in CRLF; a quoted field (commas, doubled quotes, CR and LF inside)
- * ends at a quote followed by a comma or CRLF; an unquoted field holds no quote, CR or LF.
- */
-function parseCsv(text: string): string[][] {
-  const records: string[][] = [];
-  let record: string[] = [];
-  let i = 0;
-  while (i < text.length) {
-    let field = '';
-    if (text[i] === '"') {
-      // A quoted field runs to the next quote that is not doubled.
-      for (i += 1; ; i += 1) {
-        assert.ok(i < text.length, 'a quoted field is closed');
-        if (text[i] === '"' && text[i + 1] === '"') {
-          field += '"';
-          i += 1;
-        } else if (text[i] === '"') break;
-        else field += text[i];
-      }
-      i += 1;
-    } else {
-      while (i < text.length && text[i] !== ',' && text[i] !== '\r') {
-        assert.ok(!'"\n'.includes(text[i] as string), `no quote or bare LF in an unquoted field at ${i}`);
-        field += text[i];
-        i += 1;
-      }
-    }
-    record.push(field);
-    if (text[i] === ',') {
-      i += 1;
-      continue;
-    }
-    assert.equal(text.slice(i, i + 2), '\r\n', `a field ends in a comma or CRLF at ${i}`);
-    i += 2;
-    records.push(record);
-    record = [];
-  }
-  assert.deepEqual(record, [], 'the last record ends in CRLF');
-  return records;
-}
 
 /** CSV rows as the list's objects would be written: every value as text, null as empty. */
 const asCsv = (rows: Row[]) =>
