@@ -191,6 +191,13 @@ class EndpointWorker {
   constructor(
     readonly id: string,
     readonly accountId: string,
+    /**
+     * The claim this worker delivers under (`INSTANCE/N`, the endpoint's `lease_owner`): every
+     * write of the worker applies only while the endpoint is held under it, so a worker whose lease
+     * was released (resend, disable) cannot write over the endpoint once it is claimed again, even
+     * by the same instance.
+     */
+    readonly token: string,
     leaseUntil: number,
     private readonly dispatcher: WebhookDispatcher,
   ) {
@@ -253,7 +260,7 @@ class EndpointWorker {
   /** One read of the endpoint and, if there is something to send, one batch; false when the loop must end. */
   private async step(): Promise<boolean> {
     const { db } = this.dispatcher.options;
-    const row = await webhookRepository.findLeased(db, this.id, this.dispatcher.instanceId);
+    const row = await webhookRepository.findLeased(db, this.id, this.token);
     if (row === undefined || row.state !== 'active') return false;
     this.position = row.position;
     this.head = row.head;
@@ -274,7 +281,8 @@ class EndpointWorker {
       await this.sleeper.sleep(retryAt - Date.now());
       return true;
     }
-    if (!this.poked && row.failing_since === null) {
+    // Woken by a commit that added nothing for it (another account's, a delivery's own): sleep on.
+    if ((!this.poked || row.head <= row.position) && row.failing_since === null) {
       await this.sleeper.sleep(null);
       return true;
     }
@@ -291,7 +299,7 @@ class EndpointWorker {
       // Seqs with no change left (a change to the account itself, records that changed again):
       // nothing to send up to the head, so the position moves there and the lag reads 0.
       if (batch.head > row.position) {
-        const held = await webhookRepository.updateLeased(db, row.id, this.dispatcher.instanceId, {
+        const held = await webhookRepository.updateLeased(db, row.id, this.token, {
           position: batch.head,
           updated_at: new Date().toISOString(),
         });
@@ -325,7 +333,7 @@ class EndpointWorker {
 
     const flush = async (): Promise<boolean> => {
       const written = await db.transaction().execute(async (trx) => {
-        const held = await webhookRepository.updateLeased(trx, row.id, this.dispatcher.instanceId, {
+        const held = await webhookRepository.updateLeased(trx, row.id, this.token, {
           position,
           ...(lastAttemptAt === null ? {} : { last_attempt_at: lastAttemptAt, last_status: lastStatus }),
           ...(recovered ? { failing_since: null, failed_attempts: 0, next_attempt_at: null } : {}),
@@ -411,7 +419,7 @@ class EndpointWorker {
       return false;
     }
     const next = new Date(at.getTime() + retryDelayMs(failures));
-    return webhookRepository.updateLeased(db, row.id, this.dispatcher.instanceId, {
+    return webhookRepository.updateLeased(db, row.id, this.token, {
       failing_since: failingSince,
       failed_attempts: failures,
       next_attempt_at: next.toISOString(),
@@ -423,7 +431,7 @@ class EndpointWorker {
     const { db, logger } = this.dispatcher.options;
     const stamp = new Date().toISOString();
     await db.transaction().execute(async (trx) => {
-      const held = await webhookRepository.updateLeased(trx, row.id, this.dispatcher.instanceId, {
+      const held = await webhookRepository.updateLeased(trx, row.id, this.token, {
         state: 'disabled',
         disabled_reason: reason,
         lease_owner: null,
@@ -448,6 +456,8 @@ class EndpointWorker {
 /** Runs the deliveries of the endpoints this instance holds; `server.ts` starts and stops it. */
 export class WebhookDispatcher {
   readonly instanceId = randomUUID();
+  /** Claims made so far: each gets a token of its own (`EndpointWorker.token`). */
+  private claims = 0;
   readonly metrics: DeliveryMetrics;
   /** Paces the deliveries while API requests saturate the event loop; told of them by `yieldTo`. */
   readonly governor = new DeliveryGovernor({ eventsPerSecondWhenBusy: EVENTS_PER_SECOND_WHEN_BUSY });
@@ -558,23 +568,30 @@ export class WebhookDispatcher {
     const now = Date.now();
     const until = now + leaseSeconds * 1000;
     const untilIso = new Date(until).toISOString();
+    const workers = [...this.workers.values()];
     const held = new Set(
-      this.workers.size === 0
-        ? []
-        : await webhookRepository.renewLeases(db, this.instanceId, [...this.workers.keys()], untilIso),
+      await webhookRepository.renewLeases(
+        db,
+        workers.map((worker) => ({ id: worker.id, owner: worker.token })),
+        untilIso,
+      ),
     );
-    for (const worker of [...this.workers.values()]) {
+    for (const worker of workers) {
       if (held.has(worker.id)) worker.leaseUntil = until;
       else worker.stop();
     }
     if (this.stopping) return;
     const nowIso = new Date(now).toISOString();
     if (await webhookRepository.anyClaimable(db, nowIso)) {
-      const claimed = await webhookRepository.claim(db, this.instanceId, nowIso, untilIso, CLAIM_LIMIT);
+      const token = `${this.instanceId}/${(this.claims += 1)}`;
+      const claimed = await webhookRepository.claim(db, token, nowIso, untilIso, CLAIM_LIMIT);
       for (const id of claimed) {
-        const row = await webhookRepository.findLeased(db, id, this.instanceId);
-        if (row === undefined || this.workers.has(id)) continue;
-        this.workers.set(id, new EndpointWorker(id, row.account_id, until, this));
+        const row = await webhookRepository.findLeased(db, id, token);
+        if (row === undefined) continue;
+        // A worker still here lost its lease (released, or run out) and has not noticed yet: its
+        // writes no longer apply, and the new claim gets a worker of its own.
+        this.workers.get(id)?.stop();
+        this.workers.set(id, new EndpointWorker(id, row.account_id, token, until, this));
       }
     }
     // Without a signal of commits (an in-memory database), every tick is one.

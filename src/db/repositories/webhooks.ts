@@ -61,21 +61,32 @@ export const webhookRepository = {
   },
 
   /**
-   * Extends the leases `owner` holds on `ids` (the endpoints it runs a worker for) and returns the
-   * ids it still holds: an endpoint disabled or deleted meanwhile, or taken over after a lease that
-   * ran out, is not among them. A lease whose worker ended is not renewed: it runs out, and the
-   * endpoint is claimed again.
+   * Extends the leases of `leases` (the endpoints an instance runs a worker for, each with the
+   * claim token it holds it under) and returns the ids still held so: an endpoint disabled, deleted
+   * or released meanwhile, or taken over after a lease that ran out, is not among them. A lease
+   * whose worker ended is not renewed: it runs out, and the endpoint is claimed again.
    */
-  async renewLeases(db: Kysely<Database>, owner: string, ids: string[], until: string): Promise<string[]> {
+  async renewLeases(
+    db: Kysely<Database>,
+    leases: { id: string; owner: string }[],
+    until: string,
+  ): Promise<string[]> {
+    if (leases.length === 0) return [];
     const rows = await db
       .updateTable('webhook_endpoints')
       .set({ lease_expires_at: until })
-      .where('lease_owner', '=', owner)
-      .where('id', 'in', ids)
+      .where(
+        'id',
+        'in',
+        leases.map((lease) => lease.id),
+      )
+      .where('lease_owner', 'in', [...new Set(leases.map((lease) => lease.owner))])
       .where('state', '=', 'active')
-      .returning('id')
+      .returning(['id', 'lease_owner'])
       .execute();
-    return rows.map((row) => row.id);
+    // Each endpoint's own token: a row held under another token of the same instance is not its.
+    const owners = new Map(leases.map((lease) => [lease.id, lease.owner]));
+    return rows.filter((row) => owners.get(row.id) === row.lease_owner).map((row) => row.id);
   },
 
   /**
@@ -119,17 +130,16 @@ export const webhookRepository = {
     return row !== undefined;
   },
 
-  /** Gives up `owner`'s leases (of `ids`, or all): another instance may take them at once. */
-  async release(db: Kysely<Database>, owner: string, ids?: string[]): Promise<void> {
-    let query = db
+  /**
+   * Gives up every lease an instance holds, whatever claim it came with (tokens `INSTANCE/N`):
+   * another instance may take them at once.
+   */
+  async release(db: Kysely<Database>, instance: string): Promise<void> {
+    await db
       .updateTable('webhook_endpoints')
       .set({ lease_owner: null, lease_expires_at: null })
-      .where('lease_owner', '=', owner);
-    if (ids !== undefined) {
-      if (ids.length === 0) return;
-      query = query.where('id', 'in', ids);
-    }
-    await query.execute();
+      .where('lease_owner', 'like', `${instance}/%`)
+      .execute();
   },
 
   /** The endpoint if `owner` holds its lease, with its account's feed head, purge mark and plan. */
