@@ -362,11 +362,14 @@ async function latency(ctx: Context): Promise<void> {
 
 /**
  * 3. Page 1 under wrk, idle and while the server delivers a backlog to the one endpoint, in
- * alternating rounds. A delivering round starts when the backlog's import has exited (its events
- * are already flowing) and ends after `settings.seconds`, or earlier if the backlog runs out, so
- * that the server delivers for the whole round; the next idle round waits for the backlog to drain.
+ * alternating rounds that start alike: each round imports its backlog with the endpoint disabled,
+ * runs page 1 idle, enables the endpoint and runs page 1 again while the backlog flows. Both runs
+ * of a round thus follow the same import (its fresh pages, row versions and autovacuum), and the
+ * only difference between them is the delivery. The delivering run ends after `settings.seconds`,
+ * or earlier if the backlog runs out, so that the server delivers for the whole of it; the next
+ * round waits for the backlog to drain.
  */
-async function pageOneWhileDelivering(ctx: Context, idleRate: number): Promise<void> {
+async function pageOneWhileDelivering(ctx: Context, endpointId: string, idleRate: number): Promise<void> {
   const { label, env, api, receiver } = ctx;
   // Enough for the whole round at the idle delivery rate, with room: under wrk it delivers slower.
   const backlog = Math.min(200_000, Math.max(2000, Math.ceil(idleRate * settings.seconds * 1.5)));
@@ -376,16 +379,20 @@ async function pageOneWhileDelivering(ctx: Context, idleRate: number): Promise<v
   await receiver.ask({ cmd: 'reset' });
   log(
     `${label}: webhooks: page 1 idle and while delivering a backlog of ${fmt(backlog)} events, ` +
-      `${settings.seconds} s each, ${settings.rounds} rounds`,
+      `${settings.seconds} s each, ${settings.rounds} rounds, each after the backlog's import`,
   );
   await load(api.pid, api.port, PAGE_ONE, api.auth, { seconds: 1 });
   const idle: LoadResult[] = [];
   const busy: LoadResult[] = [];
   const deliveredPerSecond: number[] = [];
   for (const [round, file] of files.entries()) {
-    idle.push(await load(api.pid, api.port, PAGE_ONE, api.auth));
+    await cli(['webhooks', 'disable', endpointId], env);
+    await waitHeld(api, 0);
     await importFile(file, env);
+    idle.push(await load(api.pid, api.port, PAGE_ONE, api.auth));
+    await cli(['webhooks', 'enable', endpointId], env);
     const drained = receiver.delivered(backlog * (round + 1), `backlog ${round + 1}`);
+    await receiver.delivered(backlog * round + 1, `backlog ${round + 1}'s first event`);
     const atStart = sum((await receiver.stats()).map((s) => s.distinct));
     const started = performance.now();
     busy.push(await load(api.pid, api.port, PAGE_ONE, api.auth, { until: drained }));
@@ -550,7 +557,7 @@ export async function webhookDeliveries(label: string, storeEnv: Record<string, 
       const ctx: Context = { label, env, api, inspectPort, receiver, cursor: endpoint.cursor };
       const rate = await timed(label, 'throughput', () => throughput(ctx));
       await timed(label, 'latency', () => latency(ctx));
-      await timed(label, 'page 1 while delivering', () => pageOneWhileDelivering(ctx, rate));
+      await timed(label, 'page 1 while delivering', () => pageOneWhileDelivering(ctx, endpoint.id, rate));
       await cli(['webhooks', 'delete', endpoint.id], env);
       await timed(label, 'fan-out', () => fanOut(ctx));
     } finally {
