@@ -127,9 +127,12 @@ export async function createKey(name: string, env: Record<string, string>): Prom
   return { authorization: `Bearer ${JSON.parse(created.stdout).key}` };
 }
 
-/** Runs `body` with the URL of a fresh PostgreSQL database, dropped afterwards whatever happens. */
-export async function withPostgresDatabase<T>(body: (url: string) => Promise<T>): Promise<T> {
-  const name = `safety_bench_${process.pid}`;
+/**
+ * Runs `body` with the URL of a fresh PostgreSQL database (`safety_bench_<pid><suffix>`), dropped
+ * afterwards whatever happens.
+ */
+export async function withPostgresDatabase<T>(body: (url: string) => Promise<T>, suffix = ''): Promise<T> {
+  const name = `safety_bench_${process.pid}${suffix}`;
   const admin = new pg.Client({ connectionString: settings.pgAdminUrl });
   await admin.connect();
   try {

@@ -46,6 +46,14 @@ export const settings = {
   skipPostgres: process.env.BENCH_SKIP_POSTGRES === '1',
   only,
   pgAdminUrl: process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+  /**
+   * Node.js options of the server the page-1, walk, export and feed runs measure: as README's
+   * "Memory" advises deploying it (V8's young generation capped); `BENCH_SERVER_NODE_OPTIONS=` (empty)
+   * measures Node's defaults.
+   */
+  serverNodeOptions: (process.env.BENCH_SERVER_NODE_OPTIONS ?? '--max-semi-space-size=16')
+    .split(' ')
+    .filter((option) => option !== ''),
   /** Webhooks: the incidents of the one import delivered to one receiver. */
   webhookEvents,
   /** Webhooks: one-incident imports in a row, each timed from its commit to its receipt. */

@@ -18,7 +18,10 @@ export interface Config {
    * way, for a `DATABASE_URL` through a transaction-mode pooler; otherwise `databaseUrl` itself.
    */
   migrationDatabaseUrl: string;
-  /** `null` keeps rate-limit counters in process memory. */
+  /**
+   * `redis://` or `rediss://` (one server), or `redis+sentinel://` (a primary found through
+   * Sentinels; `parseRedisUrl`). `null` keeps rate-limit counters in process memory.
+   */
   redisUrl: string | null;
   logLevel: LogLevel;
   /** Private JWK set signing OAuth tokens (OAUTH_JWKS); `null`: generated once and kept in the database. */
@@ -55,6 +58,11 @@ export interface Config {
    * key generated once and kept in the database.
    */
   webhookSecretsKey: Buffer | null;
+  /**
+   * CACHE_MAX_MB: what the server's in-process caches may hold together, in MiB (default 64),
+   * each cache its share in bytes (`cacheBudgets`).
+   */
+  cacheMaxMb: number;
 }
 
 export class ConfigError extends Error {
@@ -111,7 +119,128 @@ function parseUrl(name: string, raw: string, protocols: string[], problems: stri
   return raw;
 }
 
+/** A Redis primary watched by Sentinels, with its replicas: what ioredis' Sentinel client is given. */
+export interface RedisSentinels {
+  sentinels: { host: string; port: number }[];
+  /** The name the Sentinels monitor the primary under (`sentinel monitor <name> …`). */
+  name: string;
+  /** Credentials of the primary and the replicas; the Sentinels are asked without any. */
+  username: string | undefined;
+  password: string | undefined;
+  db: number;
+}
+
+/** Where REDIS_URL points: one Redis server (a URL ioredis reads itself), or a Sentinel deployment. */
+export type RedisTarget = { kind: 'server'; url: string } | ({ kind: 'sentinel' } & RedisSentinels);
+
+const SENTINEL_SCHEME = /^redis\+sentinel:\/\//i;
+const SENTINEL_URL_FORM =
+  'redis+sentinel://[[username]:password@]host[:port][,host[:port]…]/master-name[?db=N]';
+const DEFAULT_SENTINEL_PORT = 26379;
+
+/** One Sentinel address of a `redis+sentinel://` URL: `host`, `host:port`, `[ipv6]:port`. */
+function parseSentinelAddress(entry: string): RedisSentinels['sentinels'][number] | null {
+  const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([^:[\]]+))(?::(\d{1,5}))?$/.exec(entry);
+  const port = match?.[3] === undefined ? DEFAULT_SENTINEL_PORT : Number(match[3]);
+  const host = match?.[1] ?? match?.[2];
+  if (host === undefined || port < 1 || port > 65535) return null;
+  return { host, port };
+}
+
+/** Reads a `redis+sentinel://` URL; `null` once what is wrong is in `problems` (never the password). */
+function parseSentinelUrl(raw: string, problems: string[]): RedisTarget | null {
+  const wrong = (what: string) => {
+    problems.push(`REDIS_URL must be ${SENTINEL_URL_FORM}: ${what}`);
+    return null;
+  };
+  const parts = /^[^:]+:\/\/(?:([^@/?#]*)@)?([^/?#]*)(?:\/([^/?#]*))?(?:\?([^#]*))?$/.exec(raw);
+  if (parts === null) return wrong('it is not a URL of that form');
+  const [, userinfo, hosts = '', path = '', query = ''] = parts;
+  if (hosts === '') return wrong('no Sentinel address');
+  const sentinels: RedisSentinels['sentinels'] = [];
+  for (const entry of hosts.split(',')) {
+    const address = parseSentinelAddress(entry);
+    if (address === null) return wrong(`"${entry}" is not a Sentinel's host[:port]`);
+    sentinels.push(address);
+  }
+  let name: string;
+  let username: string | undefined;
+  let password: string | undefined;
+  try {
+    name = decodeURIComponent(path);
+    if (userinfo !== undefined) {
+      const colon = userinfo.indexOf(':');
+      if (colon < 0) return wrong('credentials are written [username]:password@');
+      username = decodeURIComponent(userinfo.slice(0, colon)) || undefined;
+      password = decodeURIComponent(userinfo.slice(colon + 1)) || undefined;
+    }
+  } catch {
+    return wrong('a percent-escape in the credentials or the master name is broken');
+  }
+  if (name === '') return wrong('the master name is missing');
+  let db = 0;
+  for (const [key, value] of new URLSearchParams(query)) {
+    if (key !== 'db') return wrong(`unknown parameter "${key}"`);
+    if (!/^\d{1,5}$/.test(value)) return wrong(`db must be a database number (got "${value}")`);
+    db = Number(value);
+  }
+  return { kind: 'sentinel', sentinels, name, username, password, db };
+}
+
+/**
+ * Reads a REDIS_URL: `redis://` or `rediss://` for one server, `redis+sentinel://` for a primary
+ * found through Sentinels. `null` once what is wrong is in `problems`.
+ */
+export function parseRedisUrl(raw: string, problems: string[]): RedisTarget | null {
+  if (SENTINEL_SCHEME.test(raw)) return parseSentinelUrl(raw, problems);
+  const before = problems.length;
+  parseUrl('REDIS_URL', raw, ['redis:', 'rediss:', 'redis+sentinel:'], problems);
+  return problems.length === before ? { kind: 'server', url: raw } : null;
+}
+
 export const DEFAULT_CHANGES_RETENTION_DAYS = 400;
+
+/**
+ * CACHE_MAX_MB's default: the 32 MiB of response bodies and 8 MiB of rank maps the caches held
+ * before there was a setting, with SQLite's page cache cut from 64 to 16 MiB (the operating
+ * system's file cache holds the rest of the file; docs/performance.md, "Server memory").
+ */
+export const DEFAULT_CACHE_MAX_MB = 64;
+/** Below this, the response cache would hold too few page bodies to spare any query. */
+const MIN_CACHE_MAX_MB = 8;
+
+/** Every in-process cache that can grow with the data or the traffic, with its bound in bytes. */
+export interface CacheBudgets {
+  /** Serialized 200 bodies of the public API (src/routes/public/response-cache.ts). */
+  responseBodies: number;
+  /** SQLite's page cache of the server's connection (`cache_size`). */
+  sqlitePages: number;
+  /** Where ranks fall among positions, per account and data version (src/services/incident-service.ts). */
+  rankMaps: number;
+  /** Key and account rows read for authentication (src/auth/key-lookup.ts). */
+  keyRows: number;
+  /** Rate-limit window ends per key (src/auth/rate-limit.ts). */
+  rateLimitWindows: number;
+  /** Prepared SQLite statements per connection (src/db/statement-cache.ts). */
+  sqliteStatements: number;
+}
+
+/**
+ * CACHE_MAX_MB split among the caches: the response bodies, which spare the most work per byte,
+ * take half, SQLite's pages a quarter, the rest an eighth and less; the shares add up to 31/32.
+ */
+export function cacheBudgets(cacheMaxMb: number): CacheBudgets {
+  const total = cacheMaxMb * 1024 * 1024;
+  const share = (fraction: number) => Math.floor(total * fraction);
+  return {
+    responseBodies: share(1 / 2),
+    sqlitePages: share(1 / 4),
+    rankMaps: share(1 / 8),
+    keyRows: share(1 / 16),
+    rateLimitWindows: share(1 / 64),
+    sqliteStatements: share(1 / 64),
+  };
+}
 
 function parseRetentionDays(raw: string | undefined, problems: string[]): number {
   if (raw === undefined || raw === '') return DEFAULT_CHANGES_RETENTION_DAYS;
@@ -251,7 +380,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 
   let redisUrl: string | null = null;
   if (env.REDIS_URL !== undefined && env.REDIS_URL !== '') {
-    redisUrl = parseUrl('REDIS_URL', env.REDIS_URL, ['redis:', 'rediss:'], problems);
+    parseRedisUrl(env.REDIS_URL, problems);
+    redisUrl = env.REDIS_URL;
   }
 
   let logLevel: LogLevel = 'info';
@@ -286,6 +416,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     problems,
   );
   const webhookSecretsKey = parseSecretsKey(env.WEBHOOK_SECRETS_KEY, problems);
+  const cacheMaxMb = parseNumber(
+    'CACHE_MAX_MB',
+    env.CACHE_MAX_MB,
+    { fallback: DEFAULT_CACHE_MAX_MB, min: MIN_CACHE_MAX_MB, max: 65_536, unit: 'MiB' },
+    problems,
+  );
   // A POST must end before the lease that allows it can run out, with a renewal in between.
   if (webhookLeaseSeconds * 1000 < 2 * webhookTimeoutMs) {
     problems.push(
@@ -313,5 +449,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookDisableAfterHours,
     webhookLeaseSeconds,
     webhookSecretsKey,
+    cacheMaxMb,
   };
 }

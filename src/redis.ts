@@ -1,27 +1,119 @@
-import { Redis } from 'ioredis';
+import { Redis, type RedisOptions } from 'ioredis';
+import { ConfigError, parseRedisUrl } from './config.ts';
 
 /** How long one Redis command may take before its caller falls back to in-memory counting. */
 export const REDIS_COMMAND_TIMEOUT_MS = 200;
 const REDIS_CONNECT_TIMEOUT_MS = 1000;
 
+export interface RedisLogger {
+  warn(details: object, message: string): void;
+  info(details: object, message: string): void;
+}
+
 /**
- * The process's one Redis connection (REDIS_URL), shared by the public rate limiter and the
- * sign-in throttles. Commands fail fast instead of queueing while Redis is away, and time out
- * when Redis is there but does not answer (frozen, overloaded): every user of it has an in-memory
- * insurance limiter that counts meanwhile, so no request waits on Redis for long.
+ * How long every connection must stay ready before the recovery is logged. A failover can move a
+ * connection twice: Sentinels name the promoted replica a moment before they announce the switch
+ * (`+switch-master`), and a connection made in between is closed and made again at the announcement.
  */
-export function openRedis(redisUrl: string): Redis {
+const RECOVERY_QUIET_MS = 1000;
+
+/**
+ * Turns what the process's Redis connections go through into one warn line when it loses Redis
+ * (the primary died or failed over, the network between) and one info line, naming the primary,
+ * once every connection it watches has been ready again for `RECOVERY_QUIET_MS`: not a line per
+ * connection, error or attempt. Only a connection that was ready can be lost; Redis not answering
+ * at start is the opener's to say.
+ */
+export class RedisAvailability {
+  private readonly connections: Redis[] = [];
+  /** The address of the primary last connected to; `null` until one was. */
+  private primary: string | null = null;
+  private lostAt: number | null = null;
+  private recovery: NodeJS.Timeout | null = null;
+
+  constructor(private readonly logger: RedisLogger) {}
+
+  watch(redis: Redis): void {
+    this.connections.push(redis);
+    redis.on('ready', () => {
+      this.primary = `${redis.stream.remoteAddress}:${redis.stream.remotePort}`;
+      if (this.lostAt === null || !this.allReady()) return;
+      this.cancelRecovery();
+      const backAt = Date.now();
+      this.recovery = setTimeout(() => this.recovered(backAt), RECOVERY_QUIET_MS).unref();
+    });
+    // A connection that closed and will be tried again; `disconnect()` (shutdown) emits none.
+    redis.on('reconnecting', () => {
+      this.cancelRecovery();
+      if (this.lostAt !== null || this.primary === null) return;
+      this.lostAt = Date.now();
+      this.logger.warn(
+        { primary: this.primary },
+        'Redis unavailable: rate limits are counted per instance until it is back',
+      );
+    });
+  }
+
+  private allReady(): boolean {
+    return this.connections.every((connection) => connection.status === 'ready');
+  }
+
+  private cancelRecovery(): void {
+    if (this.recovery !== null) clearTimeout(this.recovery);
+    this.recovery = null;
+  }
+
+  private recovered(backAt: number): void {
+    this.recovery = null;
+    if (this.lostAt === null || !this.allReady()) return;
+    this.logger.info(
+      { primary: this.primary, downForMs: backAt - this.lostAt },
+      'Redis available again: rate limits are shared again',
+    );
+    this.lostAt = null;
+  }
+}
+
+/**
+ * A connection to REDIS_URL: one server (`redis://`, `rediss://`), or whichever server the Sentinels
+ * name primary (`redis+sentinel://`), followed to the replica they promote when it fails. The
+ * process opens one for the public rate limiter and the sign-in throttles (and one more for the
+ * rate limiter with a shared generation, see `openServices`). Commands fail fast instead of
+ * queueing while Redis is away, and time out when Redis is there but does not answer (frozen,
+ * overloaded): every user of it has an in-memory insurance limiter that counts meanwhile, so no
+ * request waits on Redis for long. `availability` hears of the connection's outages.
+ */
+export function openRedis(redisUrl: string, availability?: RedisAvailability): Redis {
+  const problems: string[] = [];
+  const target = parseRedisUrl(redisUrl, problems);
+  if (target === null) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   // Auto-pipelining sends the counts of concurrent requests in one write: fewer syscalls under load.
-  const redis = new Redis(redisUrl, {
+  const options: RedisOptions = {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     enableAutoPipelining: true,
     commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
     connectTimeout: REDIS_CONNECT_TIMEOUT_MS,
-  });
+  };
+  const redis =
+    target.kind === 'server'
+      ? new Redis(target.url, options)
+      : new Redis({
+          ...options,
+          sentinels: target.sentinels,
+          name: target.name,
+          username: target.username,
+          password: target.password,
+          db: target.db,
+          // A Sentinel that does not answer is skipped for the next one, not waited on.
+          sentinelCommandTimeout: REDIS_CONNECT_TIMEOUT_MS,
+          // Moves at the Sentinels' `+switch-master`, even while the old primary still answers.
+          failoverDetector: true,
+        });
   redis.on('error', () => {
     // Reconnection is automatic and the insurance limiters cover the gap; errors are not fatal.
   });
+  availability?.watch(redis);
   return redis;
 }
 

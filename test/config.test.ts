@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ConfigError, loadConfig } from '../src/config.ts';
+import { cacheBudgets, ConfigError, DEFAULT_CACHE_MAX_MB, loadConfig, parseRedisUrl } from '../src/config.ts';
 import { runCli } from './helpers.ts';
 
 describe('configuration', () => {
@@ -139,6 +139,73 @@ describe('configuration', () => {
     assert.throws(() => loadConfig({ METRICS_HOST: '0.0.0.0' }), /METRICS_HOST needs METRICS_PORT/);
   });
 
+  test('REDIS_URL: one server (redis://, rediss://) or a primary found through Sentinels (redis+sentinel://)', () => {
+    const read = (raw: string) => {
+      const problems: string[] = [];
+      return { target: parseRedisUrl(raw, problems), problems };
+    };
+    for (const url of ['redis://cache:6379', 'rediss://:secret@cache:6380/2'])
+      assert.deepEqual(read(url), { target: { kind: 'server', url }, problems: [] });
+
+    const sentinelUrl = 'redis+sentinel://app:p%40ss@s1:26380,10.0.0.2,[::1]:26381/my%20primary?db=3';
+    assert.equal(loadConfig({ REDIS_URL: sentinelUrl }).redisUrl, sentinelUrl);
+    assert.deepEqual(read(sentinelUrl).target, {
+      kind: 'sentinel',
+      sentinels: [
+        { host: 's1', port: 26380 },
+        { host: '10.0.0.2', port: 26379 },
+        { host: '::1', port: 26381 },
+      ],
+      name: 'my primary',
+      username: 'app',
+      password: 'p@ss',
+      db: 3,
+    });
+    assert.deepEqual(read('REDIS+SENTINEL://:pw@s1/main').target, {
+      kind: 'sentinel',
+      sentinels: [{ host: 's1', port: 26379 }],
+      name: 'main',
+      username: undefined,
+      password: 'pw',
+      db: 0,
+    });
+
+    const form =
+      'REDIS_URL must be redis+sentinel://[[username]:password@]host[:port][,host[:port]…]/master-name[?db=N]';
+    const cases: [string, string][] = [
+      ['redis+sentinel://s1:26379', 'the master name is missing'],
+      ['redis+sentinel://s1:26379/', 'the master name is missing'],
+      ['redis+sentinel:///main', 'no Sentinel address'],
+      ['redis+sentinel://s1:26379,,s2/main', '"" is not a Sentinel\'s host[:port]'],
+      ['redis+sentinel://s1:70000/main', '"s1:70000" is not a Sentinel\'s host[:port]'],
+      ['redis+sentinel://s1:port/main', '"s1:port" is not a Sentinel\'s host[:port]'],
+      ['redis+sentinel://hunter2@s1/main', 'credentials are written [username]:password@'],
+      [
+        'redis+sentinel://:hunter2%zz@s1/main',
+        'a percent-escape in the credentials or the master name is broken',
+      ],
+      ['redis+sentinel://s1/main/0', 'it is not a URL of that form'],
+      ['redis+sentinel://s1/main?db=two', 'db must be a database number (got "two")'],
+      ['redis+sentinel://s1/main?password=hunter2', 'unknown parameter "password"'],
+    ];
+    for (const [bad, what] of cases) {
+      assert.deepEqual(read(bad), { target: null, problems: [`${form}: ${what}`] }, bad);
+      assert.throws(
+        () => loadConfig({ REDIS_URL: bad }),
+        (error: Error) => {
+          assert.ok(error instanceof ConfigError);
+          assert.equal(error.message, `invalid configuration: ${form}: ${what}`);
+          assert.doesNotMatch(error.message, /hunter2/, 'the password is not repeated');
+          return true;
+        },
+      );
+    }
+    assert.throws(
+      () => loadConfig({ REDIS_URL: 'sentinel://s1/main' }),
+      /REDIS_URL must start with redis:\/\/ or rediss:\/\/ or redis\+sentinel:\/\/ \(got "sentinel:\/\/s1\/main"\)/,
+    );
+  });
+
   test('the new variables are reported with the others, in one line', () => {
     assert.throws(
       () => loadConfig({ PORT: 'x', TRUST_PROXY: 'nope', METRICS_PORT: '99999' }),
@@ -216,5 +283,46 @@ describe('configuration', () => {
       proxies.stderr,
       'safety-api: invalid configuration: TRUST_PROXY must be comma-separated IP addresses or CIDRs, e.g. 10.0.0.0/8,::1 (not "10.0.0.0/99")\n',
     );
+    const sentinels = await runCli(['serve'], {
+      REDIS_URL: 'redis+sentinel://:hunter2@s1:26379,s2:26379',
+      DATABASE_URL: 'sqlite::memory:',
+    });
+    assert.equal(sentinels.code, 2);
+    assert.equal(
+      sentinels.stderr,
+      'safety-api: invalid configuration: REDIS_URL must be redis+sentinel://[[username]:password@]host[:port][,host[:port]…]/master-name[?db=N]: the master name is missing\n',
+    );
+  });
+});
+
+describe('CACHE_MAX_MB', () => {
+  test('64 MiB by default; a number of MiB (fractions allowed) otherwise', () => {
+    assert.equal(loadConfig({}).cacheMaxMb, DEFAULT_CACHE_MAX_MB);
+    assert.equal(DEFAULT_CACHE_MAX_MB, 64);
+    assert.equal(loadConfig({ CACHE_MAX_MB: '256' }).cacheMaxMb, 256);
+    assert.equal(loadConfig({ CACHE_MAX_MB: '12.5' }).cacheMaxMb, 12.5);
+  });
+
+  test('a bad value is one readable line among the others', () => {
+    for (const bad of ['lots', '-1', '0', '7', '1e3', '65537', '64MB']) {
+      assert.throws(
+        () => loadConfig({ CACHE_MAX_MB: bad }),
+        (error: Error) =>
+          error instanceof ConfigError &&
+          error.message ===
+            `invalid configuration: CACHE_MAX_MB must be a number of MiB from 8 to 65536, e.g. 64 (got "${bad}")`,
+        bad,
+      );
+    }
+  });
+
+  test('split into a byte budget per cache, together within the total', () => {
+    const budgets = cacheBudgets(64);
+    const total = Object.values(budgets).reduce((sum, bytes) => sum + bytes, 0);
+    assert.ok(total <= 64 * 1024 * 1024, `${total} bytes`);
+    assert.ok(Object.values(budgets).every((bytes) => Number.isInteger(bytes) && bytes > 0));
+    assert.equal(budgets.responseBodies, 32 * 1024 * 1024, 'the response bodies keep the 32 MiB they had');
+    assert.equal(budgets.sqlitePages, 16 * 1024 * 1024);
+    assert.equal(cacheBudgets(128).rankMaps, 2 * budgets.rankMaps, 'every share grows with the total');
   });
 });

@@ -3,8 +3,8 @@ import { get } from '../http.ts';
 import { addRow, fmt, log } from '../report.ts';
 
 /** Reads every incident with limit=200, in order, on one connection: all of them, and how fast. */
-export async function walk(api: Api, incidents: number): Promise<void> {
-  log('walking every incident with limit=200');
+export async function walk(label: string, api: Api, incidents: number): Promise<void> {
+  log(`${label}: walking every incident with limit=200`);
   const started = performance.now();
   let seen = 0;
   for (let page = 1; ; page += 1) {
@@ -16,7 +16,7 @@ export async function walk(api: Api, incidents: number): Promise<void> {
   }
   const seconds = (performance.now() - started) / 1000;
   addRow({
-    measurement: 'walk all incidents, limit=200, one connection, in order',
+    measurement: `${label}: walk all incidents, limit=200, one connection, in order`,
     result: `${fmt(seen)} rows in ${fmt(seconds, 1)} s = ${fmt(seen / seconds)} rows/s`,
     target: `all ${fmt(incidents)} rows`,
     pass: seen === incidents,

@@ -2,11 +2,14 @@ import type { Kysely } from 'kysely';
 import type { CommitWatch } from '../db/commit-watch.ts';
 import { apiKeyRepository, type KeyForAuth } from '../db/repositories/api-keys.ts';
 import type { Database } from '../db/schema.ts';
-import { Lru } from '../lib/lru.ts';
+import { cacheBudgets, DEFAULT_CACHE_MAX_MB } from '../config.ts';
+import { ENTRY_OVERHEAD_BYTES, Lru, recordBytes } from '../lib/lru.ts';
 import type { SharedGeneration } from './shared-generation.ts';
 
-/** Rows kept at most (the least recently used go first): far more keys than any deployment has in use at once. */
-const MAX_CACHED_KEYS = 10_000;
+type CachedRow = { generation: number | string; row: KeyForAuth };
+
+const cachedRowBytes = ({ row }: CachedRow, keyHash: string) =>
+  recordBytes(row) + keyHash.length * 2 + ENTRY_OVERHEAD_BYTES;
 
 /**
  * Finds the key and account row of a key hash for `authenticateApiKey`, exactly as the store holds
@@ -21,14 +24,23 @@ const MAX_CACHED_KEYS = 10_000;
  * lookup reads the store. Unknown keys are never kept, so guessing keys cannot fill the memory.
  */
 export class KeyLookup {
-  private readonly rows = new Lru<string, { generation: number | string; row: KeyForAuth }>(MAX_CACHED_KEYS);
+  /**
+   * The rows read, within CACHE_MAX_MB's share (the least recently used go first): at its
+   * default, about 7,000 keys (some 600 bytes each), far more than any deployment has in use at once.
+   */
+  private readonly rows: Lru<string, CachedRow>;
   /** How often the rows were dropped: for an unknown generation (`findByHash`) or by `forgetAll`. */
   private drops = 0;
+  /** Reads under way, by drops, generation and key hash (`findByHash`). */
+  private readonly reads = new Map<string, Promise<KeyForAuth | undefined>>();
 
   constructor(
     private readonly db: Kysely<Database>,
     private readonly watch: Pick<CommitWatch, 'current'> | Pick<SharedGeneration, 'current'> | null,
-  ) {}
+    maxBytes = cacheBudgets(DEFAULT_CACHE_MAX_MB).keyRows,
+  ) {
+    this.rows = new Lru(maxBytes, cachedRowBytes);
+  }
 
   /**
    * The row of `keyHash` as read earlier, with the generation it was read under, for a caller that
@@ -73,6 +85,22 @@ export class KeyLookup {
     const cached = this.rows.get(keyHash);
     if (cached !== undefined && cached.generation === generation) return cached.row;
 
+    // Requests that learnt the same generation share one read: it began after that generation was
+    // seen, so it holds every commit they must see. After a commit, the requests of one turn of the
+    // event loop would otherwise each read the row again.
+    const flight = `${drops}\n${generation}\n${keyHash}`;
+    const inFlight = this.reads.get(flight);
+    if (inFlight !== undefined) return inFlight;
+    const read = this.read(keyHash, generation, drops).finally(() => this.reads.delete(flight));
+    this.reads.set(flight, read);
+    return read;
+  }
+
+  private async read(
+    keyHash: string,
+    generation: number | string,
+    drops: number,
+  ): Promise<KeyForAuth | undefined> {
     const row = await apiKeyRepository.findForAuthByHash(this.db, keyHash);
     if (row === undefined) {
       this.rows.delete(keyHash);

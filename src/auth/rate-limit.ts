@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { Counter } from 'prom-client';
-import { Lru } from '../lib/lru.ts';
+import { cacheBudgets, DEFAULT_CACHE_MAX_MB } from '../config.ts';
+import { ENTRY_OVERHEAD_BYTES, Lru } from '../lib/lru.ts';
 import {
   type IRateLimiterRedisOptions,
   type RateLimiterAbstract,
@@ -142,8 +143,8 @@ export class PublicRateLimiter {
   /** The insurance count, used directly while Redis is suspect; `null` without Redis. */
   private readonly fallback: CountedFallbackLimiter | null;
   private redisSuspectUntil = 0;
-  /** Window ends as first seen, per key (see `stableEnd`); bounded like the key rows. */
-  private readonly windowEnds = new Lru<string, number>(10_000);
+  /** Window ends as first seen, per key (see `stableEnd`), within CACHE_MAX_MB's share. */
+  private readonly windowEnds: Lru<string, number>;
   private readonly sameWindowMs: number;
   /** Requests counted per instance because Redis failed or timed out; `/metrics` registers it. */
   readonly fallbackCounter = new Counter({
@@ -163,7 +164,8 @@ export class PublicRateLimiter {
    *
    * `generationKey`: the shared generation's Redis key (`SharedGeneration.key`), read with every
    * count; none where there is no shared generation (SQLite's commit watch needs no Redis).
-   * `keyPrefix` and `windowSeconds` are the tests' to change.
+   * `windowBytes`: the bound of the window ends kept (`cacheBudgets`). `keyPrefix` and
+   * `windowSeconds` are the tests' to change.
    */
   constructor(
     redis: Redis | null,
@@ -171,8 +173,15 @@ export class PublicRateLimiter {
       generationKey = null,
       keyPrefix = 'safety-api:rl',
       windowSeconds = WINDOW_SECONDS,
-    }: { generationKey?: string | null; keyPrefix?: string; windowSeconds?: number } = {},
+      windowBytes = cacheBudgets(DEFAULT_CACHE_MAX_MB).rateLimitWindows,
+    }: {
+      generationKey?: string | null;
+      keyPrefix?: string;
+      windowSeconds?: number;
+      windowBytes?: number;
+    } = {},
   ) {
+    this.windowEnds = new Lru(windowBytes, (_end, keyId) => keyId.length * 2 + ENTRY_OVERHEAD_BYTES);
     this.windowSeconds = windowSeconds;
     this.readsGeneration = redis !== null && generationKey !== null;
     this.sameWindowMs = Math.min(1000, (windowSeconds * 1000) / 2);

@@ -14,6 +14,7 @@ import {
   sql,
 } from 'kysely';
 import pg from 'pg';
+import { type CacheBudgets, cacheBudgets, DEFAULT_CACHE_MAX_MB } from '../config.ts';
 import { CommitWatch } from './commit-watch.ts';
 import { withStatementCache } from './statement-cache.ts';
 import type { Database } from './schema.ts';
@@ -79,9 +80,18 @@ export function storeOf(databaseUrl: string): Store {
   return databaseUrl.startsWith('sqlite:') ? 'sqlite' : 'postgres';
 }
 
+/** The store a handle (or a snapshot's, or a transaction's) reads from. */
+export function storeBehind(db: Kysely<Database>): Store {
+  return db.getExecutor().adapter instanceof SqliteAdapter ? 'sqlite' : 'postgres';
+}
+
+/** The caches of a database handle: SQLite's pages and prepared statements. */
+type SqliteCaches = Pick<CacheBudgets, 'sqlitePages' | 'sqliteStatements'>;
+
 function openSqlite(
   databaseUrl: string,
   serverBusy: BusyRetryOptions | null,
+  caches: SqliteCaches,
 ): { db: Kysely<Database>; commitWatch: CommitWatch | null } {
   const path = databaseUrl.slice('sqlite:'.length);
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
@@ -94,10 +104,10 @@ function openSqlite(
   // the event loop: its driver retries SQLITE_BUSY asynchronously (`sqlite-driver.ts`).
   sqlite.pragma(serverBusy === null ? 'busy_timeout = 5000' : 'busy_timeout = 0');
   sqlite.pragma('foreign_keys = ON');
-  // Random-UUID primary keys spread inserts and lookups over the whole index: a page cache of 64 MiB
-  // (a bound, not an allocation) keeps a million-row import off the disk.
-  sqlite.pragma('cache_size = -65536');
-  const database = withStatementCache(sqlite);
+  // A bound, not an allocation: pages beyond it are read again from the operating system's file
+  // cache. A bulk write sets its own for its transaction (`withBulkWriteSettings`).
+  sqlite.pragma(`cache_size = ${-Math.max(Math.floor(caches.sqlitePages / 1024), 1)}`);
+  const database = withStatementCache(sqlite, caches.sqliteStatements);
   const db = new Kysely<Database>({
     dialect:
       serverBusy === null
@@ -135,7 +145,7 @@ class ImmediateSqliteDialect extends SqliteDialect {
 }
 
 /** SQLite page cache while one transaction writes many rows; see `withBulkWriteSettings`. */
-const BULK_WRITE_CACHE_KIB = 128 * 1024;
+const BULK_WRITE_CACHE_KIB = 16 * 1024;
 
 /** Connection settings `withBulkWriteSettings` changes, with the value each takes meanwhile. */
 const BULK_WRITE_PRAGMAS = {
@@ -147,9 +157,11 @@ const BULK_WRITE_PRAGMAS = {
 /**
  * Runs `work` (one transaction that writes many rows) with SQLite settings for bulk writes, then
  * restores the connection's own. PostgreSQL: just `work`.
- * - A larger page cache: a bulk write touches every page of the random-UUID primary-key index
- *   (about 65 MiB per million incidents); once that index outgrows the cache, each insert reads
- *   pages back from the WAL. The cache is a bound, not an allocation, whatever the file's size.
+ * - A page cache of its own size: a bulk write touches every page of the random-UUID primary-key
+ *   index (about 65 MiB per million incidents); once that index outgrows the cache, each insert
+ *   reads pages back from the WAL (in the operating system's file cache, not this process). The
+ *   cache fills to its bound whatever the file's size, so its bound is what an import's peak memory
+ *   can spare: 128 MiB, the bound before, put about 100 MB more on it.
  * - Foreign keys unenforced: the caller checks every reference itself (an import looks up each
  *   record's account first). Inside a transaction, a many-row statement that may fail halfway (an
  *   enforced foreign key can) makes SQLite journal the original of every page it changes, so that
@@ -354,7 +366,7 @@ export function openDatabase(
   const store = storeOf(databaseUrl);
   const { db, commitWatch } =
     store === 'sqlite'
-      ? openSqlite(databaseUrl, null)
+      ? openSqlite(databaseUrl, null, cacheBudgets(DEFAULT_CACHE_MAX_MB))
       : { db: openPostgres(databaseUrl, onIdleError, null), commitWatch: null };
   return handleOf(store, db, commitWatch, null);
 }
@@ -363,6 +375,8 @@ export interface ServerDatabaseOptions {
   /** Hears the one line per outage and per recovery. */
   logger: MonitorLogger;
   onIdleError?: (error: Error) => void;
+  /** CACHE_MAX_MB's shares for SQLite (`cacheBudgets`; by default its default's); PostgreSQL keeps no cache here. */
+  caches?: SqliteCaches;
 }
 
 /**
@@ -382,10 +396,11 @@ export function openServerDatabase(databaseUrl: string, options: ServerDatabaseO
   const monitor = new StoreMonitor(probe, options.logger);
   const opened =
     store === 'sqlite'
-      ? openSqlite(databaseUrl, {
-          deadlineMs: STORE_DEADLINE_MS,
-          onUnavailable: (error) => monitor.report(error),
-        })
+      ? openSqlite(
+          databaseUrl,
+          { deadlineMs: STORE_DEADLINE_MS, onUnavailable: (error) => monitor.report(error) },
+          options.caches ?? cacheBudgets(DEFAULT_CACHE_MAX_MB),
+        )
       : {
           db: openPostgres(databaseUrl, options.onIdleError ?? (() => {}), monitor),
           commitWatch: null,

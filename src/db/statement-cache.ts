@@ -1,17 +1,31 @@
 import type SqliteDatabase from 'better-sqlite3';
 import type { SqliteDatabase as KyselySqliteDatabase } from 'kysely';
+import { cacheBudgets, DEFAULT_CACHE_MAX_MB } from '../config.ts';
 import { Lru } from '../lib/lru.ts';
 
-const STATEMENT_CACHE_SIZE = 256;
+/**
+ * What a prepared statement holds beyond its SQL text: better-sqlite3's object and SQLite's
+ * compiled program, whose length follows the SQL's (both estimated on the high side).
+ */
+const STATEMENT_OVERHEAD_BYTES = 2048;
+const BYTES_PER_SQL_CHARACTER = 4;
+
+const statementBytes = (_statement: SqliteDatabase.Statement, sql: string) =>
+  STATEMENT_OVERHEAD_BYTES + sql.length * BYTES_PER_SQL_CHARACTER;
 
 /**
  * Kysely's SQLite driver prepares every query anew; compiling the SQL costs more than running an
  * indexed lookup, and the hot paths (key lookup, page reads, import batches) repeat a handful of
  * statements. A prepared statement is reusable as long as no two uses overlap, which holds here:
  * the driver runs statements synchronously and keeps the one connection locked while it streams.
+ * The statements kept take at most `maxBytes` (estimated; the least recently used go first): a
+ * statement whose SQL grows with its input (`IN (?, ?, …)`) cannot fill the memory.
  */
-export function withStatementCache(sqlite: SqliteDatabase.Database): KyselySqliteDatabase {
-  const statements = new Lru<string, SqliteDatabase.Statement>(STATEMENT_CACHE_SIZE);
+export function withStatementCache(
+  sqlite: SqliteDatabase.Database,
+  maxBytes = cacheBudgets(DEFAULT_CACHE_MAX_MB).sqliteStatements,
+): KyselySqliteDatabase {
+  const statements = new Lru<string, SqliteDatabase.Statement>(maxBytes, statementBytes);
   return {
     close: () => sqlite.close(),
     prepare(sql: string) {

@@ -42,8 +42,8 @@ export type ImportSummary = Record<RecordType, number> & { deleted: Partial<Reco
 
 /**
  * Records written per statement. Larger batches amortize the per-statement work (2,000 took about
- * a tenth less CPU than 1,000 here); 2,000 incidents bind 28,000 parameters, below SQLite's
- * (32,766) and PostgreSQL's (65,535) limits.
+ * a tenth less CPU than 1,000 here); 2,000 incidents bind 30,000 parameters on SQLite, below its
+ * limit (32,766). PostgreSQL takes a batch as one JSON parameter (`incidentRepository.upsertMany`).
  */
 const BATCH_SIZE = 2000;
 
@@ -423,13 +423,25 @@ export async function importFile(
 }
 
 /**
+ * The reading worker's heap when it reads NDJSON: it holds a few reads' worth of records
+ * (CHUNKS_AHEAD), whatever the file's size. Left to itself, V8 grows a busy thread's young
+ * generation to 128 MiB and lets its old generation fill with promoted garbage before it collects.
+ * A .json file is parsed whole, so its worker has no bound but the machine's.
+ */
+const NDJSON_WORKER_LIMITS = { maxYoungGenerationSizeMb: 8, maxOldGenerationSizeMb: 24 };
+
+/**
  * Starts the worker (worker.ts). From the bundle in dist/, its entry is import-worker.js beside
  * this chunk. From source (tests, under tsx), the worker registers tsx before it loads worker.ts:
  * Node 20 does not apply the parent's module hooks to a worker's entry module.
  */
 function startWorker(request: ReadRequest): Worker {
+  const resourceLimits = request.format === '.ndjson' ? NDJSON_WORKER_LIMITS : {};
   if (!import.meta.url.endsWith('.ts')) {
-    return new Worker(new URL('./import-worker.js', import.meta.url), { workerData: request });
+    return new Worker(new URL('./import-worker.js', import.meta.url), {
+      workerData: request,
+      resourceLimits,
+    });
   }
   const tsx = JSON.stringify(import.meta.resolve('tsx/esm/api'));
   const entry = JSON.stringify(new URL('./worker.ts', import.meta.url).href);
@@ -437,6 +449,7 @@ function startWorker(request: ReadRequest): Worker {
     eval: true,
     execArgv: [],
     workerData: request,
+    resourceLimits,
   });
 }
 

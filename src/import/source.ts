@@ -31,6 +31,12 @@ const JSON_SECTIONS: Record<string, RecordType> = Object.fromEntries(
   RECORD_TYPES.map((type) => [RECORD_KINDS[type].plural, type]),
 );
 
+/**
+ * The longest NDJSON line read: a record's longest field is 100,000 characters (an incident's
+ * description), six times that written as JSON escapes, with room for every other field.
+ */
+const MAX_LINE_CHARS = 1_000_000;
+
 /** A line break as readline sees one: `\r\n`, `\n` or a lone `\r`. */
 const LINE_BREAK = /\r\n|\n|\r/;
 
@@ -43,16 +49,25 @@ async function* readLines(path: string): AsyncGenerator<string[]> {
   const decoder = new StringDecoder('utf8');
   // Text after the last `\n` read so far: its breaks are only known once the line is complete.
   let rest = '';
+  let linesRead = 0;
   for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 })) {
     const text = rest + decoder.write(chunk as Buffer);
     const end = text.lastIndexOf('\n');
     if (end === -1) {
+      // The reader's memory is bounded (`import.ts`): a line no record could fill is refused
+      // before it is held whole.
+      if (text.length > MAX_LINE_CHARS)
+        throw new InputError(
+          `line ${linesRead + 1}: longer than ${MAX_LINE_CHARS.toLocaleString('en-US')} characters, more than any record can be`,
+        );
       rest = text;
       continue;
     }
     rest = text.slice(end + 1);
     const complete = text.slice(0, text[end - 1] === '\r' ? end - 1 : end);
-    yield complete.includes('\r') ? complete.split(LINE_BREAK) : complete.split('\n');
+    const lines = complete.includes('\r') ? complete.split(LINE_BREAK) : complete.split('\n');
+    linesRead += lines.length;
+    yield lines;
   }
   rest += decoder.end();
   if (rest === '') return;

@@ -1,3 +1,16 @@
+/** What an entry costs beyond its key and value: its slot in the map and the object holding it. */
+export const ENTRY_OVERHEAD_BYTES = 64;
+
+/**
+ * An estimate of a flat record's bytes, for a size function: its strings' characters at two bytes
+ * (V8 may store them in one), a slot per field and the object.
+ */
+export function recordBytes(record: Readonly<Record<string, unknown>>): number {
+  let bytes = ENTRY_OVERHEAD_BYTES;
+  for (const value of Object.values(record)) bytes += 16 + (typeof value === 'string' ? value.length * 2 : 0);
+  return bytes;
+}
+
 /**
  * A map that keeps the most recently used entries within a bound. The bound is on the sum of the
  * entries' sizes: by default every entry counts 1, so it bounds their number; a size function bounds

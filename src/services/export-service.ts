@@ -7,6 +7,7 @@ import type { NameKey } from '../db/repositories/by-name.ts';
 import { incidentRepository } from '../db/repositories/incidents.ts';
 import { namedResourceRepository } from '../db/repositories/named-resources.ts';
 import { userRepository } from '../db/repositories/users.ts';
+import { storeBehind } from '../db/database.ts';
 import type { Database } from '../db/schema.ts';
 import { openSnapshot } from '../db/snapshot.ts';
 import {
@@ -36,7 +37,7 @@ export const EXPORT_FORMATS = ['ndjson', 'csv'] as const;
 export type ExportFormat = (typeof EXPORT_FORMATS)[number];
 
 /**
- * Rows per read. A read's rows stay alive until they are rendered, so every young-generation
+ * Rows per read on SQLite. A read's rows stay alive until they are rendered, so every young-generation
  * collection meanwhile copies them, and the more survives collections, the further V8 grows the
  * heap; the chunk size sets how far: exporting a million incidents grew the server by 150 MB with
  * 2,000 rows a read (about 120 MB even with `lines` as it is) and by 51–53 MB with 300. 600 rows
@@ -44,6 +45,15 @@ export type ExportFormat = (typeof EXPORT_FORMATS)[number];
  * (docs/performance.md).
  */
 const CHUNK_ROWS = 300;
+/**
+ * Rows per read on PostgreSQL, where each read is a round trip to another process and another
+ * statement to plan: fewer, larger reads cost less CPU per row on both sides
+ * (docs/performance.md, "PostgreSQL reads").
+ */
+const POSTGRES_CHUNK_ROWS = 1000;
+
+const chunkRowsOf = (db: Kysely<Database>) =>
+  storeBehind(db) === 'sqlite' ? CHUNK_ROWS : POSTGRES_CHUNK_ROWS;
 
 /** What the body stream reads ahead of the socket (see `open`). */
 const STREAM_BUFFER_BYTES = 1024 * 1024;
@@ -83,14 +93,16 @@ const columnsOf = (schema: TObject): Column[] =>
 
 /** Walks a by-name list (users, departments, locations) in chunks, dropping the walk's key. */
 async function* byName<Row extends NameKey>(
-  read: (after: NameKey | null) => Promise<Row[]>,
+  db: Kysely<Database>,
+  read: (after: NameKey | null, limit: number) => Promise<Row[]>,
 ): AsyncGenerator<Omit<Row, 'name_key'>[]> {
+  const chunkRows = chunkRowsOf(db);
   let after: NameKey | null = null;
   for (;;) {
-    const rows = await read(after);
+    const rows = await read(after, chunkRows);
     if (rows.length > 0) yield rows.map(({ name_key: _key, ...record }) => record);
     const last = rows.at(-1);
-    if (last === undefined || rows.length < CHUNK_ROWS) return;
+    if (last === undefined || rows.length < chunkRows) return;
     after = { name_key: last.name_key, id: last.id };
   }
 }
@@ -99,33 +111,50 @@ const SOURCES: Record<ExportResource, ExportSource> = {
   incidents: {
     columns: columnsOf(IncidentSchema),
     async *chunks(db, accountId) {
-      let below: number | null = null;
-      for (;;) {
-        const rows = await incidentRepository.listBelowPosition(db, accountId, below, CHUNK_ROWS);
-        if (rows.length > 0) yield rows.map(toIncident);
-        const last = rows.at(-1);
-        if (last === undefined || rows.length < CHUNK_ROWS) return;
-        below = last.position;
+      const chunkRows = chunkRowsOf(db);
+      const read = (below: number | null) => {
+        const rows = incidentRepository.listBelowPosition(db, accountId, below, chunkRows);
+        // A read that fails while the chunk before it is still being sent is handled when awaited
+        // (or in `finally`), not reported as an unhandled rejection meanwhile.
+        rows.catch(() => {});
+        return rows;
+      };
+      let next = read(null);
+      try {
+        for (;;) {
+          const rows = await next;
+          const last = rows.at(-1);
+          const more = last !== undefined && rows.length === chunkRows;
+          // The next read is under way while this chunk is rendered and sent: PostgreSQL reads
+          // meanwhile (SQLite reads at once, in this process: nothing changes there).
+          if (more) next = read(last.position);
+          if (rows.length > 0) yield rows.map(toIncident);
+          if (!more) return;
+        }
+      } finally {
+        // However the walk ends (the response went away, a read failed), no read is left running
+        // when the snapshot is released; its failure, if any, is the one already reported.
+        await next.catch(() => {});
       }
     },
   },
   users: {
     columns: columnsOf(UserSchema),
     chunks: (db, accountId) =>
-      byName((after) => userRepository.listVisibleAfter(db, accountId, after, CHUNK_ROWS)),
+      byName(db, (after, limit) => userRepository.listVisibleAfter(db, accountId, after, limit)),
   },
   departments: {
     columns: columnsOf(DepartmentSchema),
     chunks: (db, accountId) =>
-      byName((after) =>
-        namedResourceRepository.listActiveAfter(db, 'departments', accountId, after, CHUNK_ROWS),
+      byName(db, (after, limit) =>
+        namedResourceRepository.listActiveAfter(db, 'departments', accountId, after, limit),
       ),
   },
   locations: {
     columns: columnsOf(LocationSchema),
     chunks: (db, accountId) =>
-      byName((after) =>
-        namedResourceRepository.listActiveAfter(db, 'locations', accountId, after, CHUNK_ROWS),
+      byName(db, (after, limit) =>
+        namedResourceRepository.listActiveAfter(db, 'locations', accountId, after, limit),
       ),
   },
 };

@@ -2,7 +2,8 @@ import type { Kysely } from 'kysely';
 import { accountRepository } from '../db/repositories/accounts.ts';
 import { type HoleBlock, incidentRepository, POSITION_BLOCK } from '../db/repositories/incidents.ts';
 import type { Database } from '../db/schema.ts';
-import { Lru } from '../lib/lru.ts';
+import { cacheBudgets, DEFAULT_CACHE_MAX_MB } from '../config.ts';
+import { ENTRY_OVERHEAD_BYTES, Lru } from '../lib/lru.ts';
 import { type Incident, toIncident } from '../schemas/public.ts';
 
 /** What paging an account's incidents needs to know: read with the credential, or by `totals`. */
@@ -37,17 +38,24 @@ function rankMap(holes: HoleBlock[]): RankMap {
   return { holes, firstRank, shift };
 }
 
-/** Bound of the rank maps kept per database: a 1M-incident account with a hole in every block takes ~300 kB. */
-const RANK_MAP_BYTES = 8 * 1024 * 1024;
+/**
+ * A rank map's bytes: per listed block, its object and two array slots. A 1M-incident account
+ * with a hole in every block takes about 300 kB.
+ */
+const rankMapBytes = (map: RankMap, key: string) =>
+  map.holes.length * 40 + key.length * 2 + ENTRY_OVERHEAD_BYTES;
+
 /** Per database: an account id and version say nothing about another database's holes. */
 const rankMaps = new WeakMap<Kysely<Database>, Lru<string, RankMap>>();
 
+function keepRankMaps(db: Kysely<Database>, maxBytes: number): Lru<string, RankMap> {
+  const maps = new Lru(maxBytes, rankMapBytes);
+  rankMaps.set(db, maps);
+  return maps;
+}
+
 async function rankMapOf(db: Kysely<Database>, accountId: string, version: number): Promise<RankMap> {
-  let maps = rankMaps.get(db);
-  if (maps === undefined) {
-    maps = new Lru(RANK_MAP_BYTES, (map, key) => map.holes.length * 40 + key.length * 2 + 64);
-    rankMaps.set(db, maps);
-  }
+  const maps = rankMaps.get(db) ?? keepRankMaps(db, cacheBudgets(DEFAULT_CACHE_MAX_MB).rankMaps);
   const key = `${accountId}\n${version}`;
   let map = maps.get(key);
   if (map === undefined) {
@@ -94,6 +102,14 @@ async function positionOf(
  * page/limit and the wider API's _start/_limit are both offsets into this one list.
  */
 export const incidentService = {
+  /**
+   * Bounds the rank maps kept for `db` by `maxBytes` (CACHE_MAX_MB's share); without this call,
+   * by the share of its default.
+   */
+  keepRankMaps(db: Kysely<Database>, maxBytes: number): void {
+    keepRankMaps(db, maxBytes);
+  },
+
   /**
    * The incidents at `offset` … `offset + limit − 1` of the account's newest-first list; an
    * offset past the end gives none.

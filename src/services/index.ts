@@ -7,14 +7,15 @@ import { LastUseRecorder } from '../auth/last-use.ts';
 import { PublicRateLimiter } from '../auth/rate-limit.ts';
 import { SharedGeneration } from '../auth/shared-generation.ts';
 import { SignIn } from '../auth/sign-in.ts';
-import type { Config } from '../config.ts';
+import { type Config, cacheBudgets } from '../config.ts';
 import { type DatabaseHandle, openServerDatabase } from '../db/database.ts';
 import { migrateThrough, migrateToLatest } from '../db/migrate.ts';
 import type { Database } from '../db/schema.ts';
 import { isStoreUnavailable } from '../db/store-health.ts';
-import { openRedis, redisReady } from '../redis.ts';
+import { openRedis, RedisAvailability, redisReady } from '../redis.ts';
 import { WebhookDispatcher } from '../webhooks/delivery.ts';
 import { OutboundClient } from '../webhooks/outbound.ts';
+import { incidentService } from './incident-service.ts';
 import type { WebhookDeps } from './webhook-service.ts';
 
 const IN_MEMORY_SQLITE = 'sqlite::memory:';
@@ -50,12 +51,16 @@ export async function openServices(
   // An in-memory SQLite database exists only in its one handle: it is migrated on the server's below.
   if (config.databaseUrl !== IN_MEMORY_SQLITE)
     await migrateThrough(config.databaseUrl, config.migrationDatabaseUrl);
+  // Where the stores say they went away and came back (a test's logger may have no `info`).
+  const availabilityLog = {
+    warn: (details: object, message: string) => logger.warn(details, message),
+    info: (details: object, message: string) =>
+      logger.info === undefined ? logger.warn(details, message) : logger.info(details, message),
+  };
+  const caches = cacheBudgets(config.cacheMaxMb);
   const database = openServerDatabase(config.databaseUrl, {
-    logger: {
-      warn: (details, message) => logger.warn(details, message),
-      info: (details, message) =>
-        logger.info === undefined ? logger.warn(details, message) : logger.info(details, message),
-    },
+    logger: availabilityLog,
+    caches,
     onIdleError: (error) =>
       logger.warn({ err: error }, 'an idle PostgreSQL connection was lost; it will be replaced'),
   });
@@ -68,7 +73,9 @@ export async function openServices(
     }
   }
 
-  const redis = config.redisUrl === null ? null : openRedis(config.redisUrl);
+  // One line when the process loses Redis and one when it is back, whichever connections saw it.
+  const redisAvailability = new RedisAvailability(availabilityLog);
+  const redis = config.redisUrl === null ? null : openRedis(config.redisUrl, redisAvailability);
   if (redis !== null && !(await redisReady(redis))) {
     logger.warn('Redis is not answering: rate limits are counted per instance until it does');
   }
@@ -79,9 +86,14 @@ export async function openServices(
   // per command name and connection, and rate-limiter-flexible names every counting script alike,
   // so the sign-in throttles' limiters would replace this one's.
   const countingRedis =
-    sharedGeneration === null || config.redisUrl === null ? redis : openRedis(config.redisUrl);
+    sharedGeneration === null || config.redisUrl === null
+      ? redis
+      : openRedis(config.redisUrl, redisAvailability);
   if (countingRedis !== redis && countingRedis !== null) await redisReady(countingRedis);
-  const rateLimiter = new PublicRateLimiter(countingRedis, { generationKey: sharedGeneration?.key ?? null });
+  const rateLimiter = new PublicRateLimiter(countingRedis, {
+    generationKey: sharedGeneration?.key ?? null,
+    windowBytes: caches.rateLimitWindows,
+  });
 
   const lastUse = new LastUseRecorder(database.db as Kysely<Database>, (error) => {
     // An outage is logged once by the store monitor; the uses wait for the next pass.
@@ -92,7 +104,8 @@ export async function openServices(
     if (!isStoreUnavailable(error)) logger.error({ err: error }, 'could not record API key usage');
   });
 
-  const keyLookup = new KeyLookup(database.db, database.commitWatch ?? sharedGeneration);
+  const keyLookup = new KeyLookup(database.db, database.commitWatch ?? sharedGeneration, caches.keyRows);
+  incidentService.keepRankMaps(database.db, caches.rankMaps);
   // Replication to Redis replicas is asynchronous: a failover can lose the last bumps, so that
   // the value some rows were read under comes back although writes happened since. A failover
   // closes the connections (Sentinel's CLIENT KILL, or the old primary gone), and so does any

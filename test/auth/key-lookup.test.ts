@@ -31,6 +31,32 @@ describe('key lookup', () => {
     assert.equal((await lookup.findByHash(keyHash))?.state, 'disabled');
   });
 
+  test('concurrent lookups under one generation share one read; a new generation reads again', async () => {
+    const accountId = await seedAccount(ctx.db);
+    const key = await seedKey(ctx.db, accountId);
+    let reads = 0;
+    const counted = ctx.db.withPlugin({
+      transformQuery: (args) => args.node,
+      transformResult: async (args) => {
+        reads += 1;
+        return args.result;
+      },
+    });
+    let generation = 1;
+    const lookup = new KeyLookup(counted, { current: async () => generation });
+    const keyHash = hashApiKey(key.rawKey);
+
+    const first = await Promise.all(Array.from({ length: 20 }, () => lookup.findByHash(keyHash)));
+    assert.deepEqual(new Set(first.map((row) => row?.state)), new Set(['active']));
+    assert.equal(reads, 1);
+
+    await apiKeyService.disable(ctx.db, key.id, 'test');
+    generation = 2;
+    const second = await Promise.all(Array.from({ length: 20 }, () => lookup.findByHash(keyHash)));
+    assert.deepEqual(new Set(second.map((row) => row?.state)), new Set(['disabled']));
+    assert.equal(reads, 2);
+  });
+
   test('an unknown key is looked up afresh every time, never remembered', async () => {
     const accountId = await seedAccount(ctx.db);
     const lookup = new KeyLookup(ctx.db, { current: async () => 1 });

@@ -30,20 +30,51 @@ export function freePort(): Promise<number> {
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/** Repeats `attempt` every `everyMs` until it returns true (at most ~`ms`); says whether it did. */
+export async function eventually(
+  attempt: () => Promise<boolean>,
+  ms = 10_000,
+  everyMs = 200,
+): Promise<boolean> {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    if (await attempt()) return true;
+    await sleep(everyMs);
+  }
+  return false;
+}
+
 export interface OwnRedis {
   url: string;
+  port: number;
   process: ChildProcess;
   /** A client of the test's own (no command timeout) to look at the counts. */
   inspect(): Redis;
   stop(): Promise<void>;
 }
 
-export async function startRedis(): Promise<OwnRedis> {
+/**
+ * `configFile` is read first (a Sentinel's, which it rewrites: keep it in a directory of the
+ * test's own); `args` come last (`--replicaof`, `--sentinel`, …). With `password`, the server
+ * requires it (and gives it to the primary it replicates), and `url` holds it.
+ */
+export async function startRedis({
+  configFile,
+  args = [],
+  password,
+}: { configFile?: string; args?: string[]; password?: string } = {}): Promise<OwnRedis> {
   const port = await freePort();
-  const child = spawn('redis-server', ['--port', String(port), '--save', '', '--appendonly', 'no'], {
-    stdio: 'ignore',
-  });
-  const url = `redis://127.0.0.1:${port}`;
+  const child = spawn(
+    'redis-server',
+    [
+      ...(configFile === undefined ? [] : [configFile]),
+      ...['--port', String(port), '--save', '', '--appendonly', 'no'],
+      ...(password === undefined ? [] : ['--requirepass', password, '--masterauth', password]),
+      ...args,
+    ],
+    { stdio: 'ignore' },
+  );
+  const url = `redis://${password === undefined ? '' : `:${encodeURIComponent(password)}@`}127.0.0.1:${port}`;
   const clients: Redis[] = [];
   const inspect = () => {
     const client = new Redis(url, { lazyConnect: false, maxRetriesPerRequest: 1 });
@@ -63,6 +94,7 @@ export async function startRedis(): Promise<OwnRedis> {
   }
   return {
     url,
+    port,
     process: child,
     inspect,
     async stop() {

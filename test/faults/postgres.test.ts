@@ -10,6 +10,7 @@ import { AdminClient, seedUser as seedAdmin } from '../routes/admin/admin-helper
 import {
   createFaultContext,
   databaseNameOf,
+  eventually,
   type FaultContext,
   freePort,
   sleep,
@@ -42,16 +43,6 @@ async function assertOneOutageLogged(ctx: FaultContext, linesBefore: number): Pr
   );
   assert.match(outage[0]?.message ?? '', /unavailable/);
   assert.match(outage[1]?.message ?? '', /available again/);
-}
-
-/** Repeats `attempt` until it returns true (at most ~`ms`). */
-async function eventually(attempt: () => Promise<boolean>, ms = 10_000): Promise<boolean> {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    if (await attempt()) return true;
-    await sleep(200);
-  }
-  return false;
 }
 
 if (STORES.includes('postgres')) {

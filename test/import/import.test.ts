@@ -294,6 +294,17 @@ for (const store of STORES) {
       const broken = join(dir, 'broken.ndjson');
       writeFileSync(broken, `${JSON.stringify(account(fresh))}\n{"type": "incident",\n`);
       await assert.rejects(importFile(ctx.db, broken), /^InputError: line 2: not valid JSON/);
+      // A line longer than any record (here 3 MiB with no line break) is refused by its number
+      // before the reader holds it whole.
+      const endless = join(dir, 'endless.ndjson');
+      writeFileSync(
+        endless,
+        `${JSON.stringify(account(fresh))}\n{"type": "incident", "description": "${'x'.repeat(3 << 20)}`,
+      );
+      await assert.rejects(
+        importFile(ctx.db, endless),
+        /^InputError: line 2: longer than 1,000,000 characters/,
+      );
       await assert.rejects(
         importFile(
           ctx.db,
@@ -419,6 +430,70 @@ for (const store of STORES) {
         .where('id', '=', taken.id)
         .executeTakeFirstOrThrow();
       assert.equal(still.account_id, owner);
+    });
+
+    test('a multi-batch import stores every field and gives every record its feed seq in file order', async () => {
+      const target = randomUUID();
+      const sent: (ReturnType<typeof incident> & Record<string, unknown>)[] = [];
+      for (let i = 0; i < 4500; i += 1) {
+        // Every other record leaves its optional fields out, so the batch writes carry NULLs too.
+        const extra =
+          i % 2 === 0
+            ? {
+                description: `Ünïcode "quoted" \\ line\nbreak ${i}`,
+                location: 'Dock',
+                incident_date: '2025-01-01',
+              }
+            : { severity_likelihood: null, severity_impact: null };
+        sent.push(incident(target, i + 1, new Date(Date.UTC(2025, 0, 1) + i * 1000).toISOString(), extra));
+      }
+      await importFile(ctx.db, ndjson([account(target), ...sent]));
+      const stored = await ctx.db
+        .selectFrom('incidents')
+        .selectAll()
+        .where('account_id', '=', target)
+        .orderBy('change_seq')
+        .execute();
+      assert.deepEqual(
+        stored.map((row) => [row.id, row.change_seq, row.created_seq, row.position]),
+        sent.map((record, index) => [record.id, index + 1, index + 1, index + 1]),
+      );
+      for (const [index, row] of stored.entries()) {
+        const record = sent[index];
+        assert.ok(record !== undefined);
+        assert.equal(row.description, record.description ?? null);
+        assert.equal(row.location, record.location ?? null);
+        assert.equal(row.incident_date, record.incident_date ?? null);
+        assert.equal(row.severity_likelihood, record.severity_likelihood);
+        assert.equal(row.severity_impact, record.severity_impact);
+      }
+      const version = async () =>
+        (
+          await ctx.db
+            .selectFrom('accounts')
+            .select('data_version')
+            .where('id', '=', target)
+            .executeTakeFirstOrThrow()
+        ).data_version;
+      assert.equal(await version(), 4500);
+
+      // Again, with two records changed: every record takes a seq, but only those two move to it.
+      const again = sent.map((record, index) =>
+        index === 10 || index === 4000 ? { ...record, status: 'closed' } : record,
+      );
+      await importFile(ctx.db, ndjson([account(target), ...again]));
+      const moved = await ctx.db
+        .selectFrom('incidents')
+        .select(['id', 'change_seq', 'created_seq'])
+        .where('account_id', '=', target)
+        .where('change_seq', '>', 4500)
+        .orderBy('change_seq')
+        .execute();
+      assert.deepEqual(moved, [
+        { id: sent[10]?.id, change_seq: 4511, created_seq: 11 },
+        { id: sent[4000]?.id, change_seq: 8501, created_seq: 4001 },
+      ]);
+      assert.equal(await version(), 9000);
     });
 
     test('multi-byte characters survive reads of any size, and a line longer than a read counts once', async () => {

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { authenticateApiKey } from '../../auth/api-keys.ts';
+import { cacheBudgets } from '../../config.ts';
 import { ApiError } from '../../errors.ts';
 import { changeRoutes } from './changes.ts';
 import { departmentAndLocationRoutes } from './departments-and-locations.ts';
@@ -7,9 +8,6 @@ import { exportRoutes } from './exports.ts';
 import { incidentRoutes } from './incidents.ts';
 import { cachedResponder, type PublicRoutes } from './response-cache.ts';
 import { userRoutes } from './users.ts';
-
-/** Bound of the response body cache of one server process (see response-cache.ts). */
-const RESPONSE_CACHE_BYTES = 32 * 1024 * 1024;
 
 /**
  * The public API's read endpoints. Adding one is a route file and a line here: the key checks, the
@@ -50,6 +48,7 @@ export async function publicApiRoutes(app: FastifyInstance): Promise<void> {
     throw ApiError.unrouted(request.method);
   });
 
-  const routeOptions = { respond: cachedResponder(RESPONSE_CACHE_BYTES) };
+  // The response body cache of the server process: its share of CACHE_MAX_MB (see response-cache.ts).
+  const routeOptions = { respond: cachedResponder(cacheBudgets(app.config.cacheMaxMb).responseBodies) };
   for (const routes of PUBLIC_ROUTES) await app.register(routes, routeOptions);
 }
