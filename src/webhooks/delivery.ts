@@ -470,6 +470,10 @@ export class WebhookDispatcher {
   private ticking: Promise<void> | null = null;
   private tickAgain = false;
   private lastGeneration = -1;
+  /** How often the leases are renewed: a third of WEBHOOK_LEASE_SECONDS (at least 200 ms). */
+  private renewEveryMs = 0;
+  /** When the leases held were last renewed (Date.now()); 0 before the first tick. */
+  private renewedAt = 0;
 
   constructor(readonly options: DispatcherOptions) {
     this.metrics = new DeliveryMetrics(() => this.workers.values());
@@ -480,8 +484,8 @@ export class WebhookDispatcher {
     if (this.started) return;
     this.started = true;
     this.governor.start();
-    const everyMs = Math.max(200, (this.options.leaseSeconds * 1000) / 3);
-    this.tickTimer = setInterval(() => this.requestTick(), everyMs);
+    this.renewEveryMs = Math.max(200, (this.options.leaseSeconds * 1000) / 3);
+    this.tickTimer = setInterval(() => this.requestTick(), this.renewEveryMs);
     if (this.options.store === 'postgres') await this.listen();
     else if (this.options.commitWatch !== null) {
       const watch = this.options.commitWatch;
@@ -562,23 +566,35 @@ export class WebhookDispatcher {
       });
   }
 
-  /** Renews the leases held, drops the workers of those lost, claims free endpoints and starts their workers. */
+  /**
+   * Renews the leases held when a renewal is due, drops the workers of those lost, claims free
+   * endpoints and starts their workers.
+   *
+   * Ticks come from the timer (every third of the lease) and from every commit the instance hears
+   * of (a new endpoint may be free to claim). Only a due tick writes: on SQLite the commit watch
+   * sees the instance's own renewal as a commit, and a tick that renewed at each commit would
+   * write ten times a second for ever, idle or not.
+   */
   private async tick(): Promise<void> {
     const { db, leaseSeconds, store, commitWatch } = this.options;
     const now = Date.now();
     const until = now + leaseSeconds * 1000;
     const untilIso = new Date(until).toISOString();
-    const workers = [...this.workers.values()];
-    const held = new Set(
-      await webhookRepository.renewLeases(
-        db,
-        workers.map((worker) => ({ id: worker.id, owner: worker.token })),
-        untilIso,
-      ),
-    );
-    for (const worker of workers) {
-      if (held.has(worker.id)) worker.leaseUntil = until;
-      else worker.stop();
+    // Half the period: the timer's own ticks are always due, whatever their jitter.
+    if (now - this.renewedAt >= this.renewEveryMs / 2) {
+      this.renewedAt = now;
+      const workers = [...this.workers.values()];
+      const held = new Set(
+        await webhookRepository.renewLeases(
+          db,
+          workers.map((worker) => ({ id: worker.id, owner: worker.token })),
+          untilIso,
+        ),
+      );
+      for (const worker of workers) {
+        if (held.has(worker.id)) worker.leaseUntil = until;
+        else worker.stop();
+      }
     }
     if (this.stopping) return;
     const nowIso = new Date(now).toISOString();

@@ -627,6 +627,30 @@ for (const store of STORES) {
       assert.equal(enabled.past_retention, false);
     });
 
+    test('caught up, an endpoint costs no write: its lease is renewed every third of WEBHOOK_LEASE_SECONDS, not at each commit', async () => {
+      const { endpoint } = await create();
+      await importRecords(ctx, [incident(accountId, randomUUID(), 1)]);
+      await receiver.waitFor(1);
+      await until(async () => (await webhookService.show(ctx.db, endpoint.id)).lag === 0, 5000, 'caught up');
+      const leaseExpiry = async () =>
+        (
+          await ctx.db
+            .selectFrom('webhook_endpoints')
+            .select('lease_expires_at')
+            .where('id', '=', endpoint.id)
+            .executeTakeFirstOrThrow()
+        ).lease_expires_at;
+      // A window shorter than the renewal period (4 s / 3): at most one renewal falls in it.
+      const seen = new Set<string | null>();
+      const end = Date.now() + 1200;
+      while (Date.now() < end) {
+        seen.add(await leaseExpiry());
+        await sleep(25);
+      }
+      assert.ok(seen.size <= 2, `the lease was written ${seen.size - 1} times in 1.2 s`);
+      assert.ok(!seen.has(null), 'still held');
+    });
+
     test('/metrics counts attempts by outcome and shows the lag and the latency histogram', async () => {
       const { endpoint } = await create();
       await importRecords(ctx, [incident(accountId, randomUUID(), 1)]);
