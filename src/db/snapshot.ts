@@ -1,6 +1,8 @@
+import type { Readable } from 'node:stream';
 import SqliteDatabase from 'better-sqlite3';
-import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import { type CompiledQuery, Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import type pg from 'pg';
+import { to as copyTo } from 'pg-copy-streams';
 import type { Database } from './schema.ts';
 import { withStatementCache } from './statement-cache.ts';
 
@@ -13,6 +15,12 @@ import { withStatementCache } from './statement-cache.ts';
 export interface Snapshot {
   /** Every query on it sees the same committed state, the one of its first read. */
   readonly db: Kysely<Database>;
+  /**
+   * PostgreSQL: the rows of `query` in COPY's text format (`COPY (…) TO STDOUT`), streamed with
+   * backpressure, for a reader that turns them into bytes without a row object each
+   * (src/db/copy-ndjson.ts). Null where the store has no COPY (SQLite).
+   */
+  readonly copyOut: ((query: CompiledQuery) => AsyncGenerator<Buffer>) | null;
   /** Ends the transaction and gives the connection back. Called once, whatever happened. */
   release(): Promise<void>;
 }
@@ -57,7 +65,7 @@ export function sqliteSnapshots(path: string): SnapshotSource {
         throw error;
       }
       // Closing the connection ends its transaction.
-      return { db, release: () => db.destroy() };
+      return { db, copyOut: null, release: () => db.destroy() };
     },
     async close() {},
   };
@@ -70,7 +78,7 @@ export function sqliteSnapshots(path: string): SnapshotSource {
 export function sharedSnapshots(db: Kysely<Database>): SnapshotSource {
   return {
     async open() {
-      return { db, release: async () => {} };
+      return { db, copyOut: null, release: async () => {} };
     },
     async close() {},
   };
@@ -79,9 +87,9 @@ export function sharedSnapshots(db: Kysely<Database>): SnapshotSource {
 /**
  * PostgreSQL: a connection of `pool` (a pool of its own, so that long exports never hold the
  * connections requests are served from) in a REPEATABLE READ transaction, whose snapshot is taken
- * at its first statement.
+ * at its first statement. `stalledAfterMs`: how long a copy may wait for its reader (`copyOut`).
  */
-export function postgresSnapshots(pool: pg.Pool): SnapshotSource {
+export function postgresSnapshots(pool: pg.Pool, stalledAfterMs: number): SnapshotSource {
   return {
     async open() {
       const client = await pool.connect();
@@ -100,6 +108,34 @@ export function postgresSnapshots(pool: pg.Pool): SnapshotSource {
         // A connection that failed is closed rather than handed to the next snapshot.
         client.release(!healthy);
       };
+      /**
+       * The copy runs as long as the export takes, past the pool's statement_timeout: it is lifted
+       * for this transaction, and a copy that its reader has not asked more of for `stalledAfterMs`
+       * is ended instead (the row-by-row reads have the server's idle_in_transaction timeout).
+       * The protocol cannot stop a COPY TO but by closing the connection: a copy not read to its
+       * end closes it rather than handing it to the next snapshot.
+       */
+      async function* copyOut(query: CompiledQuery): AsyncGenerator<Buffer> {
+        await sql`set local statement_timeout = 0`.execute(db);
+        const rows: Readable = client.query(copyTo(`COPY (${withLiterals(query, client)}) TO STDOUT`));
+        healthy = false;
+        const stalled = () => {
+          rows.destroy(new Error(`an export was not read for ${stalledAfterMs} ms`));
+          client.end().catch(() => {});
+        };
+        let timer: NodeJS.Timeout | null = null;
+        try {
+          for await (const chunk of rows as AsyncIterable<Buffer>) {
+            timer = setTimeout(stalled, stalledAfterMs);
+            yield chunk;
+            clearTimeout(timer);
+          }
+          healthy = true;
+        } finally {
+          if (timer !== null) clearTimeout(timer);
+          if (!healthy) rows.destroy();
+        }
+      }
       try {
         await sql`begin isolation level repeatable read read only`.execute(db);
       } catch (error) {
@@ -107,8 +143,23 @@ export function postgresSnapshots(pool: pg.Pool): SnapshotSource {
         await release();
         throw error;
       }
-      return { db, release };
+      return { db, copyOut, release };
     },
     close: () => pool.end(),
   };
+}
+
+/**
+ * The statement of `query` with its parameters written in as literals: COPY takes no bind
+ * parameters. Strings are escaped by the driver (`escapeLiteral`), numbers written as numbers;
+ * anything else is refused. The statements given here are built by Kysely, whose SQL holds no
+ * literal of its own where a `$n` could be mistaken for a parameter.
+ */
+function withLiterals({ sql: text, parameters }: CompiledQuery, client: pg.PoolClient): string {
+  return text.replace(/\$(\d+)/g, (_, n: string) => {
+    const value = parameters[Number(n) - 1];
+    if (typeof value === 'string') return client.escapeLiteral(value);
+    if (typeof value === 'number' && Number.isFinite(value)) return String(value);
+    throw new Error(`COPY: parameter $${n} is neither a string nor a number`);
+  });
 }

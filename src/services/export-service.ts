@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import type { Kysely } from 'kysely';
-import { IsString, IsUnion, type TObject, type TSchema } from 'typebox';
+import type { CompiledQuery, Kysely } from 'kysely';
+import { IsInteger, IsNumber, IsString, IsUnion, type TObject, type TSchema } from 'typebox';
 import { accountRepository } from '../db/repositories/accounts.ts';
 import type { NameKey } from '../db/repositories/by-name.ts';
 import { incidentRepository } from '../db/repositories/incidents.ts';
@@ -9,6 +9,7 @@ import { namedResourceRepository } from '../db/repositories/named-resources.ts';
 import { userRepository } from '../db/repositories/users.ts';
 import { storeBehind } from '../db/database.ts';
 import type { Database } from '../db/schema.ts';
+import { CopyToNdjson, type JsonField } from '../db/copy-ndjson.ts';
 import { openSnapshot } from '../db/snapshot.ts';
 import {
   DepartmentSchema,
@@ -29,6 +30,9 @@ import { changeCursors } from './change-cursor.ts';
  * Rows are read in keyset chunks, each an index range read; the next chunk is read only when the
  * response has taken the previous one (stream backpressure), after a turn of the event loop, so
  * memory stays bounded whatever the size of the set and other requests are served meanwhile.
+ * On PostgreSQL, incidents as NDJSON are instead one COPY of the snapshot, read as fast as the
+ * response is sent and turned into lines byte by byte (src/db/copy-ndjson.ts): the same bytes,
+ * without a string or an object per row.
  */
 
 export const EXPORT_RESOURCES = ['incidents', 'users', 'departments', 'locations'] as const;
@@ -78,6 +82,17 @@ interface ExportSource {
   columns: Column[];
   /** The set in the list's order, chunk by chunk, each record rendered as the list renders it. */
   chunks(db: Kysely<Database>, accountId: string): AsyncGenerator<Rendered[]>;
+  /**
+   * The same set as one statement, for a store that copies it out (`Snapshot.copyOut`): NDJSON is
+   * then written from the copied bytes, with no row object. Where it pays: a large set.
+   */
+  copy?: CopySource;
+}
+
+interface CopySource {
+  /** The fields as JSON values (strings or numbers), in the list's order: the statement's columns. */
+  fields: JsonField[];
+  query(db: Kysely<Database>, accountId: string): CompiledQuery;
 }
 
 function isText(schema: TSchema): boolean {
@@ -90,6 +105,18 @@ function isText(schema: TSchema): boolean {
 
 const columnsOf = (schema: TObject): Column[] =>
   Object.entries(schema.properties).map(([name, type]) => ({ name, text: isText(type) }));
+
+/** Whether the field is a number (a nullable one is the union of its type and null). */
+const isNumber = (schema: TSchema): boolean =>
+  (IsUnion(schema) ? schema.anyOf : [schema]).some((type) => IsInteger(type) || IsNumber(type));
+
+const fieldsOf = (schema: TObject): JsonField[] =>
+  Object.entries(schema.properties).map(([name, type]) => ({
+    name,
+    kind: isNumber(type) ? 'number' : 'string',
+  }));
+
+const INCIDENT_FIELDS = fieldsOf(IncidentSchema);
 
 /** Walks a by-name list (users, departments, locations) in chunks, dropping the walk's key. */
 async function* byName<Row extends NameKey>(
@@ -110,6 +137,15 @@ async function* byName<Row extends NameKey>(
 const SOURCES: Record<ExportResource, ExportSource> = {
   incidents: {
     columns: columnsOf(IncidentSchema),
+    copy: {
+      fields: INCIDENT_FIELDS,
+      query: (db, accountId) =>
+        incidentRepository.copyQuery(
+          db,
+          accountId,
+          INCIDENT_FIELDS.map(({ name }) => name),
+        ),
+    },
     async *chunks(db, accountId) {
       const chunkRows = chunkRowsOf(db);
       const read = (below: number | null) => {
@@ -221,6 +257,19 @@ export function exportFile(resource: ExportResource, format: ExportFormat, recor
   return (format === 'csv' ? csvHeader(columns) : '') + lines(format, columns, records).toString();
 }
 
+/**
+ * NDJSON from COPY's text rows (`Snapshot.copyOut`), chunk by chunk as they arrive, each chunk's
+ * whole rows at once: the connection is read only as fast as the response is sent.
+ */
+async function* copiedLines(rows: AsyncGenerator<Buffer>, fields: JsonField[]) {
+  const ndjson = new CopyToNdjson(fields);
+  for await (const chunk of rows) {
+    const lines = ndjson.push(chunk);
+    if (lines.length > 0) yield lines;
+  }
+  ndjson.end();
+}
+
 export interface Export {
   /** The changes feed cursor of the snapshot's position: `/changes` continues from here. */
   cursor: string;
@@ -250,7 +299,13 @@ export const exportService = {
       throw error;
     }
     const source = SOURCES[resource];
-    const body = Readable.from(encode(source, source.chunks(snapshot.db, accountId), format), {
+    const { copyOut } = snapshot;
+    // PostgreSQL copies incidents out as NDJSON; the rest is read and rendered row by row.
+    const bytes =
+      format === 'ndjson' && copyOut !== null && source.copy !== undefined
+        ? copiedLines(copyOut(source.copy.query(snapshot.db, accountId)), source.copy.fields)
+        : encode(source, source.chunks(snapshot.db, accountId), format);
+    const body = Readable.from(bytes, {
       objectMode: false,
       // Up to 1 MiB (a few reads) may wait for the socket. With the default 64 KiB every read
       // waited for the client to drain the one before: a million incidents took 5.1 s instead of

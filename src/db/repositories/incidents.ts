@@ -414,6 +414,28 @@ export const incidentRepository = {
    * Up to `limit` incidents below position `below` (from the newest when null), newest first, with
    * their positions: the list walked in keyset chunks, each an index range read.
    */
+  /**
+   * The account's incidents in the list's order (position descending), with `fields` as columns in
+   * that order: the list's fields, each a column of the same name but `severity_score`, computed
+   * as `toIncident` computes it (NULL when either factor is). The statement an export of a
+   * PostgreSQL snapshot copies out (`Snapshot.copyOut`).
+   */
+  copyQuery(db: Kysely<Database>, accountId: string, fields: readonly string[]): CompiledQuery {
+    const columns = fields.map((field) => {
+      if (field === 'severity_score')
+        return sql<number | null>`severity_likelihood * severity_impact`.as(field);
+      if (!(INCIDENT_COLUMNS as readonly string[]).includes(field))
+        throw new Error(`incidents have no field ${field}`);
+      return sql.ref(field).as(field);
+    });
+    return db
+      .selectFrom('incidents')
+      .select(columns)
+      .where('account_id', '=', accountId)
+      .orderBy('position', 'desc')
+      .compile();
+  },
+
   async listBelowPosition(
     db: Kysely<Database>,
     accountId: string,

@@ -490,7 +490,10 @@ for (const store of STORES) {
           for (;;) {
             const { rows } = await sql<{ n: number }>`
               select count(*)::int as n from pg_stat_activity
-              where datname = current_database() and state like 'idle in transaction%'`.execute(ctx.db);
+              where datname = current_database()
+                and (state like 'idle in transaction%' or (query like 'COPY (%' and wait_event = 'ClientWrite'))`.execute(
+              ctx.db,
+            );
             if (rows[0]?.n === 0) break;
             assert.ok(Date.now() < deadline, `${rows[0]?.n} transactions still open`);
             await new Promise((resolve) => setTimeout(resolve, 50));
@@ -509,12 +512,15 @@ for (const store of STORES) {
         async () => {
           const { response } = await startExport('incidents.ndjson');
           // The snapshot's connection is killed once it waits for the client to read on (until
-          // then it may still be reading ahead).
+          // then it may still be reading ahead): idle between reads, or blocked sending its COPY.
           const deadline = Date.now() + 5000;
           for (;;) {
             const { rows } = await sql`
               select pg_terminate_backend(pid) from pg_stat_activity
-              where datname = current_database() and state like 'idle in transaction%'`.execute(ctx.db);
+              where datname = current_database()
+                and (state like 'idle in transaction%' or (query like 'COPY (%' and wait_event = 'ClientWrite'))`.execute(
+              ctx.db,
+            );
             if (rows.length > 0) break;
             assert.ok(Date.now() < deadline, 'the snapshot transaction waits');
             await new Promise((resolve) => setTimeout(resolve, 20));

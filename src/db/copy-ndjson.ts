@@ -1,0 +1,153 @@
+/**
+ * PostgreSQL's `COPY … TO STDOUT` text format turned into NDJSON, byte by byte: the lines that
+ * `JSON.stringify` writes for objects with the given fields in the given order, without a string
+ * or an object per row (docs/performance.md, "PostgreSQL reads").
+ *
+ * The text format (https://www.postgresql.org/docs/current/sql-copy.html, "Text Format"): one row
+ * per line ending in LF, columns separated by tabs, `\N` for NULL, and in data a backslash escapes
+ * itself and the control characters BS, FF, LF, CR, TAB and VT (`\\`, `\b`, `\f`, `\n`, `\r`,
+ * `\t`, `\v`). COPY TO writes every other byte as it is (it emits no octal or hex escapes), in the
+ * client encoding, UTF-8 here.
+ *
+ * JSON.stringify escapes `"`, `\` and every control character below U+0020 (BS, FF, LF, CR and TAB
+ * by their short escapes, the others as `\u00xx`, lowercase) and nothing else; text from
+ * PostgreSQL is valid UTF-8, so it holds no lone surrogate for it to escape either.
+ */
+
+/** How a column is written: a JSON string, or a number written as PostgreSQL wrote it. */
+export type JsonKind = 'string' | 'number';
+
+export interface JsonField {
+  name: string;
+  kind: JsonKind;
+}
+
+const TAB = 0x09;
+const LF = 0x0a;
+const BACKSLASH = 0x5c;
+const QUOTE = 0x22;
+const N = 0x4e;
+const CLOSE = 0x7d;
+const HEX = Buffer.from('0123456789abcdef');
+const NULL = Buffer.from('null');
+const UNICODE_ESCAPE = Buffer.from('\\u00');
+
+/** COPY's escape letters, and what JSON writes after its backslash for the same character. */
+const ESCAPED: Record<number, string> = {
+  [BACKSLASH]: '\\',
+  0x62: 'b',
+  0x66: 'f',
+  0x6e: 'n',
+  0x72: 'r',
+  0x74: 't',
+  0x76: 'u000b',
+};
+const JSON_ESCAPE_OF: (Buffer | undefined)[] = Array.from({ length: 128 }, (_, byte) => {
+  const escape = ESCAPED[byte];
+  return escape === undefined ? undefined : Buffer.from(`\\${escape}`);
+});
+
+/** The most bytes one byte of COPY text becomes: a control character as `\u00xx`. */
+const MOST_PER_BYTE = 6;
+
+export class CopyToNdjson {
+  /** Per field, what comes before its value: `{"id":` for the first, `,"name":` for the others. */
+  private readonly prefixes: Buffer[];
+  private readonly strings: boolean[];
+  /** The bytes a row adds beyond its own, at most: the prefixes, `null`s and `}\n`. */
+  private readonly rowOverhead: number;
+  /** The start of a row that the last chunk ended in the middle of. */
+  private rest: Buffer = Buffer.alloc(0);
+
+  constructor(fields: readonly JsonField[]) {
+    if (fields.length === 0) throw new Error('COPY to NDJSON: no fields');
+    this.prefixes = fields.map(({ name }, i) =>
+      Buffer.from(`${i === 0 ? '{' : ','}${JSON.stringify(name)}:`),
+    );
+    this.strings = fields.map(({ kind }) => kind === 'string');
+    this.rowOverhead = this.prefixes.reduce((sum, prefix) => sum + prefix.length + 4, 2);
+  }
+
+  /** The lines of the rows that `chunk` completes; a row it leaves unfinished waits for the next one. */
+  push(chunk: Buffer): Buffer {
+    const input = this.rest.length === 0 ? chunk : Buffer.concat([this.rest, chunk]);
+    const end = input.lastIndexOf(LF) + 1;
+    this.rest = input.subarray(end);
+    let out = Buffer.allocUnsafe(Math.ceil(end * 1.25) + this.rowOverhead * 8);
+    let used = 0;
+    let start = 0;
+    while (start < end) {
+      const rowEnd = input.indexOf(LF, start);
+      const most = (rowEnd - start) * MOST_PER_BYTE + this.rowOverhead;
+      if (out.length - used < most) {
+        const larger = Buffer.allocUnsafe(Math.max(out.length * 2, used + most));
+        out.copy(larger, 0, 0, used);
+        out = larger;
+      }
+      used = this.row(input, start, rowEnd, out, used);
+      start = rowEnd + 1;
+    }
+    return out.subarray(0, used);
+  }
+
+  /** At the end of the data: a row left unfinished means the data was cut short. */
+  end(): void {
+    if (this.rest.length > 0) throw new Error('COPY to NDJSON: the data ended in the middle of a row');
+  }
+
+  /** Writes the line of the row in `input[start, rowEnd)` at `out[o]`; returns where it ends. */
+  private row(input: Buffer, start: number, rowEnd: number, out: Buffer, o: number): number {
+    let i = start;
+    const last = this.prefixes.length - 1;
+    for (let field = 0; field <= last; field += 1) {
+      o = put(this.prefixes[field] as Buffer, out, o);
+      // Data holds no tab (COPY writes it as `\t`): a tab ends a field, a row has one fewer than fields.
+      const tab = input.indexOf(TAB, i);
+      if (field === last ? tab !== -1 && tab < rowEnd : tab === -1 || tab > rowEnd) {
+        throw new Error(`COPY to NDJSON: a row does not have ${last + 1} columns`);
+      }
+      const fieldEnd = field === last ? rowEnd : tab;
+      if (fieldEnd - i === 2 && input[i] === BACKSLASH && input[i + 1] === N) o = put(NULL, out, o);
+      else if (this.strings[field] === true) o = stringValue(input, i, fieldEnd, out, o);
+      else o = put(input.subarray(i, fieldEnd), out, o);
+      i = fieldEnd + 1;
+    }
+    out[o++] = CLOSE;
+    out[o++] = LF;
+    return o;
+  }
+}
+
+/**
+ * Copies a few bytes (a field name, a number) at `out[o]`; returns where they end. A loop in
+ * JavaScript: for so few bytes, cheaper than a call into Buffer's native copy.
+ */
+function put(bytes: Uint8Array, out: Buffer, o: number): number {
+  for (let i = 0; i < bytes.length; i += 1) out[o++] = bytes[i] as number;
+  return o;
+}
+
+/** The JSON string of the COPY text in `input[i, end)`, written at `out[o]`; returns where it ends. */
+function stringValue(input: Buffer, i: number, end: number, out: Buffer, o: number): number {
+  out[o++] = QUOTE;
+  while (i < end) {
+    const byte = input[i++] as number;
+    if (byte === BACKSLASH) {
+      const escape = JSON_ESCAPE_OF[input[i++] as number];
+      if (escape === undefined) throw new Error('COPY to NDJSON: an escape that COPY TO does not write');
+      o = put(escape, out, o);
+    } else if (byte === QUOTE) {
+      out[o++] = BACKSLASH;
+      out[o++] = QUOTE;
+    } else if (byte < 0x20) {
+      // A control character COPY leaves as it is (it escapes only BS, FF, LF, CR, TAB and VT).
+      o = put(UNICODE_ESCAPE, out, o);
+      out[o++] = HEX[byte >> 4] as number;
+      out[o++] = HEX[byte & 0x0f] as number;
+    } else {
+      out[o++] = byte;
+    }
+  }
+  out[o++] = QUOTE;
+  return o;
+}
