@@ -31,7 +31,8 @@ import { changeWebhookId, signedHeaders, signingKeys } from './signing.ts';
  * - In order, at least once: the worker reads the changes after the endpoint's position, in feed
  *   order, and POSTs them one at a time. The position moves only after a 2xx (or past an event the
  *   filter leaves out), and is written at least every FLUSH_MS and at the end of each batch: a
- *   server killed meanwhile sends the unwritten ones again, with the same `webhook-id`.
+ *   server killed meanwhile sends the unwritten ones again, with the same `webhook-id`. A write
+ *   the store fails is tried again first, by the same worker, so a short outage sends nothing twice.
  * - A failure holds the endpoint at that event (later ones wait, so order holds) and is retried on
  *   RETRY_SCHEDULE_S with jitter; a 410 disables the endpoint at once, and so does failing for
  *   WEBHOOK_DISABLE_AFTER_HOURS, with the reason recorded and an audit event.
@@ -145,6 +146,16 @@ class DeliveryMetrics {
   }
 }
 
+/** Progress of a worker not yet written to its endpoint's row. */
+interface Unwritten {
+  /** The seq up to which every event was accepted (or left out by the filter). */
+  position: number;
+  attempts: Insertable<WebhookAttemptsTable>[];
+  last: { status: number | null; at: string } | null;
+  /** Whether an event was accepted: the endpoint is no longer failing. */
+  recovered: boolean;
+}
+
 /** Resolves at `ms` from now, or as soon as `wake` is called, whichever comes first. */
 class Sleeper {
   private wakeUp: (() => void) | null = null;
@@ -182,6 +193,12 @@ class EndpointWorker {
   leaseUntil: number;
   private position = 0;
   private head = 0;
+  /**
+   * What was done since the position was last written: kept by the worker, not by one batch, so
+   * that after a write the store failed (an outage, a full pool) the next step writes it first
+   * instead of sending those events again.
+   */
+  private unwritten: Unwritten | null = null;
   /** When the first change after the position was made, while it waits; null when caught up. */
   private waitingSince: number | null = null;
   /** Whether the account's data may have changed since the last read. */
@@ -262,6 +279,9 @@ class EndpointWorker {
     const { db } = this.dispatcher.options;
     const row = await webhookRepository.findLeased(db, this.id, this.token);
     if (row === undefined || row.state !== 'active') return false;
+    // Events delivered before a write the store failed: their position goes first, and they are
+    // not sent again (the lease, still this worker's, shows nobody else wrote meanwhile).
+    if (this.unwritten !== null) return this.write();
     this.position = row.position;
     this.head = row.head;
     // Without API access, nothing leaves; the position waits for the plan to come back.
@@ -324,34 +344,19 @@ class EndpointWorker {
     const filter = JSON.parse(row.events) as string[];
     const keys = signingKeys(await signingSecrets(db, secretsKey, row, new Date()));
     const cursors = await changeCursors(db);
-    const attempts: Insertable<WebhookAttemptsTable>[] = [];
     let position = row.position;
-    let lastStatus: number | null = null;
-    let lastAttemptAt: string | null = null;
     let flushedAt = Date.now();
+    // Whether an event of this batch was accepted: the endpoint's failure, if any, is over.
     let recovered = false;
-
-    const flush = async (): Promise<boolean> => {
-      const written = await db.transaction().execute(async (trx) => {
-        const held = await webhookRepository.updateLeased(trx, row.id, this.token, {
-          position,
-          ...(lastAttemptAt === null ? {} : { last_attempt_at: lastAttemptAt, last_status: lastStatus }),
-          ...(recovered ? { failing_since: null, failed_attempts: 0, next_attempt_at: null } : {}),
-          updated_at: new Date().toISOString(),
-        });
-        if (held) await webhookRepository.recordAttempts(trx, attempts);
-        return held;
-      });
-      attempts.length = 0;
-      flushedAt = Date.now();
-      return written;
-    };
+    const progress = (): Unwritten =>
+      (this.unwritten ??= { position, attempts: [], last: null, recovered: false });
 
     for (const change of changes) {
       if (this.stopped || !this.leaseHolds()) break;
       const type = eventType(change, position);
       if (!matchesFilter(filter, type)) {
         position = change.seq;
+        progress().position = position;
         continue;
       }
       await this.dispatcher.governor.turn(this.abort.signal);
@@ -370,7 +375,8 @@ class EndpointWorker {
       if (this.stopped) break;
       const outcome = outcomeOf(result);
       metrics.attempts.inc({ outcome });
-      attempts.push({
+      const done = progress();
+      done.attempts.push({
         endpoint_id: row.id,
         webhook_id: webhookId,
         type,
@@ -380,21 +386,48 @@ class EndpointWorker {
         duration_ms: result.durationMs,
         error: result.error,
       });
-      lastStatus = result.status;
-      lastAttemptAt = at.toISOString();
+      done.last = { status: result.status, at: at.toISOString() };
       if (outcome !== 'success') {
-        const held = await flush();
+        const held = await this.write();
         return held && (await this.fail(row, result, at, recovered));
       }
       metrics.latency.observe(Math.max(0, (Date.now() - Date.parse(change.changed_at)) / 1000));
       position = change.seq;
       this.position = position;
+      done.position = position;
+      done.recovered = true;
       recovered = true;
-      if (Date.now() - flushedAt >= FLUSH_MS && !(await flush())) return false;
+      if (Date.now() - flushedAt >= FLUSH_MS) {
+        if (!(await this.write())) return false;
+        flushedAt = Date.now();
+      }
     }
-    const held = await flush();
+    const held = await this.write();
     this.position = position;
     return held && !this.stopped;
+  }
+
+  /**
+   * Writes what was done since the last write (the position, the attempts, the last status) in one
+   * transaction; false when the lease is no longer this worker's. If the store fails it, the
+   * progress stays for the next try.
+   */
+  private async write(): Promise<boolean> {
+    const done = this.unwritten;
+    if (done === null) return true;
+    const { db } = this.dispatcher.options;
+    const held = await db.transaction().execute(async (trx) => {
+      const applied = await webhookRepository.updateLeased(trx, this.id, this.token, {
+        position: done.position,
+        ...(done.last === null ? {} : { last_attempt_at: done.last.at, last_status: done.last.status }),
+        ...(done.recovered ? { failing_since: null, failed_attempts: 0, next_attempt_at: null } : {}),
+        updated_at: new Date().toISOString(),
+      });
+      if (applied) await webhookRepository.recordAttempts(trx, done.attempts);
+      return applied;
+    });
+    this.unwritten = null;
+    return held;
   }
 
   /**

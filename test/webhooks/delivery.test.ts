@@ -716,6 +716,15 @@ for (const store of STORES) {
       return accountId;
     }
 
+    async function endpointOf(accountId: string): Promise<string> {
+      const row = await ctx.db
+        .selectFrom('webhook_endpoints')
+        .select('id')
+        .where('account_id', '=', accountId)
+        .executeTakeFirstOrThrow();
+      return row.id;
+    }
+
     async function importChanges(accountId: string, count: number): Promise<string[]> {
       const ids = Array.from({ length: count }, () => randomUUID());
       await importRecords(
@@ -743,16 +752,20 @@ for (const store of STORES) {
       );
     }
 
-    test('a write the store fails is tried again by the same worker, well within its lease: every change arrives, in order', async () => {
+    test('a write the store fails is tried again by the same worker, well within its lease: every change arrives, in order, once', async () => {
       // A 30-second lease: a worker that gave up would leave the endpoint for 30 s.
       await startDispatcher(30);
       const accountId = await createEndpoint();
+      const endpointId = await endpointOf(accountId);
       await until(() => dispatcher.held === 1, 5000, 'the endpoint held');
       faults.failNext(3, () => new StoreUnavailableError('the pool queue is full'));
       const ids = await importChanges(accountId, 300);
       await until(() => distinctReceived() === 300, 10_000, 'all 300');
       assert.equal(faults.failed, 3, 'three position writes failed');
       assertAllInOrder(ids);
+      // What was accepted before a failed write is written at the next try, not sent again.
+      await until(async () => (await webhookService.show(ctx.db, endpointId)).lag === 0, 5000, 'caught up');
+      assert.equal(receiver.received.length, 300, 'nothing sent twice');
       assert.equal(dispatcher.held, 1, 'the worker carried on');
       assert.deepEqual(errors, [], 'an unavailable store is not an error to log');
     });
