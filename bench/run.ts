@@ -17,6 +17,7 @@ import { memory, rssAfter } from './scenarios/memory.ts';
 import { notModified } from './scenarios/not-modified.ts';
 import { usageOverhead } from './scenarios/usage.ts';
 import { pageOneRatio } from './scenarios/ratio.ts';
+import { postgresStore, sqliteStore, tenfold } from './scenarios/tenfold.ts';
 import { walk } from './scenarios/walk.ts';
 import { webhookDeliveries } from './scenarios/webhooks.ts';
 import { settings, WORK } from './settings.ts';
@@ -146,13 +147,49 @@ async function webhooksMode(): Promise<void> {
   );
 }
 
+/**
+ * Issue 25's ten million: a store of BENCH_TENFOLD_INCIDENTS beside one of BENCH_INCIDENTS, both
+ * imported from files generated once, on SQLite and then on PostgreSQL with a Redis of the bench's own.
+ */
+async function tenfoldMode(): Promise<void> {
+  const sizes = { small: settings.incidents, large: settings.tenfoldIncidents };
+  log(`generating ${fmt(sizes.small)} and ${fmt(sizes.large)} incidents`);
+  const files = {
+    small: await generateDataset('tenfold-small.ndjson', sizes.small),
+    large: await generateDataset('tenfold-large.ndjson', sizes.large),
+  };
+  const sqlite = (size: 'small' | 'large') => sqliteStore(sizes[size], join(WORK, `tenfold-${size}.db`));
+  await tenfold('SQLite', sqlite('small'), sqlite('large'), files);
+  for (const size of ['small', 'large'] as const)
+    for (const suffix of ['', '-wal', '-shm'])
+      rmSync(join(WORK, `tenfold-${size}.db${suffix}`), { force: true });
+  if (settings.skipPostgres) return;
+  await withOwnRedis((redisUrl) =>
+    withPostgresDatabase(
+      (smallUrl) =>
+        withPostgresDatabase(
+          (largeUrl) =>
+            tenfold(
+              'PostgreSQL + Redis',
+              postgresStore(sizes.small, smallUrl, redisUrl),
+              postgresStore(sizes.large, largeUrl, redisUrl),
+              files,
+            ),
+          '_large',
+        ),
+      '_small',
+    ),
+  );
+}
+
 const loadAverage = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 
 ensureWrk();
 mkdirSync(WORK, { recursive: true });
 const loadBefore = loadAverage();
 try {
-  if (settings.only !== 'webhooks') {
+  if (settings.only === 'tenfold') await tenfoldMode();
+  else if (settings.only !== 'webhooks') {
     await sqliteMode();
     if (!settings.skipPostgres) await postgresMode();
   }
@@ -163,7 +200,9 @@ try {
     `Safety Incident API benchmark, ${new Date().toISOString().slice(0, 10)}: ` +
       (settings.only === 'webhooks'
         ? 'webhooks only'
-        : `${fmt(settings.incidents)} incidents (PostgreSQL ${settings.skipPostgres ? 'skipped' : fmt(settings.pgIncidents)})`) +
+        : settings.only === 'tenfold'
+          ? `${fmt(settings.tenfoldIncidents)} incidents beside ${fmt(settings.incidents)}`
+          : `${fmt(settings.incidents)} incidents (PostgreSQL ${settings.skipPostgres ? 'skipped' : fmt(settings.pgIncidents)})`) +
       (settings.only === '' || settings.only === 'webhooks'
         ? `; webhooks: ${fmt(settings.webhookEvents)} events to one endpoint, ${settings.webhookSingles} single changes, ` +
           `${settings.webhookEndpoints} endpoints × ${fmt(settings.webhookFanOutEvents)} events`

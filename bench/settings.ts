@@ -25,15 +25,22 @@ const incidents = positiveInteger('BENCH_INCIDENTS', 1_000_000);
  * `BENCH_ONLY=scale`: only issue 13's, the page-1 ratios of both stores with what each request
  * costs PostgreSQL and Redis. `BENCH_ONLY=webhooks`: only the webhook deliveries of both stores.
  * `BENCH_ONLY=usage`: only issue 24's, page 1 with key usage recorded and without, on both stores.
+ * `BENCH_ONLY=tenfold`: only issue 25's ten million, a store of BENCH_TENFOLD_INCIDENTS against
+ * one of BENCH_INCIDENTS, on both stores.
  */
 const only = process.env.BENCH_ONLY ?? '';
-if (only !== '' && only !== 'sync' && only !== 'scale' && only !== 'webhooks' && only !== 'usage') {
-  throw new Error(`BENCH_ONLY must be "sync", "scale", "webhooks", "usage" or unset (got "${only}")`);
+const MODES = ['', 'sync', 'scale', 'webhooks', 'usage', 'tenfold'];
+if (!MODES.includes(only)) {
+  throw new Error(
+    `BENCH_ONLY must be "sync", "scale", "webhooks", "usage", "tenfold" or unset (got "${only}")`,
+  );
 }
 const webhookEvents = positiveInteger('BENCH_WEBHOOK_EVENTS', Math.min(incidents, 100_000));
 
 export const settings = {
   incidents,
+  /** `BENCH_ONLY=tenfold`: the large store's incidents, against BENCH_INCIDENTS. */
+  tenfoldIncidents: positiveInteger('BENCH_TENFOLD_INCIDENTS', incidents * 10),
   pgIncidents: positiveInteger('BENCH_PG_INCIDENTS', Math.min(incidents, 100_000)),
   /** Length of each load run. */
   seconds: positiveInteger('BENCH_SECONDS', 10),

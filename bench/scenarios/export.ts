@@ -32,7 +32,7 @@ interface ExportRun extends Download {
  * CPUs), with the server's RSS sampled while it streams. `sending` settles when the client sends
  * its request, `done` with the export's figures.
  */
-function startExport(api: Api) {
+export function startExport(api: Api) {
   const [command, args] = pinned('loadGenerator', process.execPath, [
     '--import',
     'tsx',
@@ -76,7 +76,7 @@ function startExport(api: Api) {
   return { sending, done };
 }
 
-const rate = (run: ExportRun) => run.lines / run.seconds;
+export const rate = (run: ExportRun) => run.lines / run.seconds;
 const cpuNote = (percent: number) =>
   `server at ${fmt(percent)}% of a core${percent >= CPU_BOUND_PERCENT ? ', CPU-bound' : ', not CPU-bound: the machine or the client set the pace'}`;
 
