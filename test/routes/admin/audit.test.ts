@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { auditRepository, type AuditSubject } from '../../../src/db/repositories/audit-events.ts';
 import { createTestContext, STORES, seedAccount, type TestContext } from '../../helpers.ts';
 import { AdminClient, type SeededUser, seedUser } from './admin-helpers.ts';
+import { describeAdminRouteAccess } from './route-access.ts';
 
 const AUDIT = '/admin/settings/integrations/audit';
 
@@ -183,22 +184,16 @@ for (const store of STORES) {
       }
     });
 
-    test('signed out: sent to sign-in; an Admin (not Super Admin) gets 403 on both routes', async () => {
-      const stranger = new AdminClient(ctx.app);
-      for (const url of [AUDIT, `${AUDIT}.csv`]) {
-        const res = await stranger.get(url);
-        assert.equal(res.statusCode, 303);
-        assert.equal(res.headers.location, '/admin/sign-in');
-
-        const person = await seedUser(ctx.db, accountId);
-        const demoted = new AdminClient(ctx.app);
-        assert.equal((await demoted.signIn(person.email)).statusCode, 303);
-        await ctx.db.updateTable('users').set({ role: 'admin' }).where('id', '=', person.id).execute();
-        const refused = await demoted.get(url);
-        assert.equal(refused.statusCode, 403, url);
-        assert.match(refused.body, /your role is Admin/);
-        assert.doesNotMatch(refused.body, /HYPERLINK/);
-      }
-    });
+    describeAdminRouteAccess(
+      'the audit trail',
+      () => ({ ctx, accountId }),
+      async () => ({
+        hidden: ['HYPERLINK', 'Ada Admin'],
+        routes: [
+          { method: 'GET', url: AUDIT },
+          { method: 'GET', url: `${AUDIT}.csv` },
+        ],
+      }),
+    );
   });
 }

@@ -7,7 +7,8 @@ import { kyselyAdapter } from '../../../src/oauth/adapter.ts';
 import { oauthClientService } from '../../../src/services/oauth-client-service.ts';
 import { OAUTH_PATH } from '../../../src/paths.ts';
 import { bearer, createTestContext, STORES, seedAccount, type TestContext } from '../../helpers.ts';
-import { AdminClient, csrfTokenOf, seedUser } from './admin-helpers.ts';
+import { AdminClient, seedUser } from './admin-helpers.ts';
+import { type AdminRouteTable, describeAdminRouteAccess } from './route-access.ts';
 
 const INTEGRATIONS = '/admin/settings/integrations';
 const CLIENTS = '/admin/settings/integrations/oauth-clients';
@@ -249,40 +250,6 @@ for (const store of STORES) {
       assert.equal((await tokenRequest(foreign.client_id, clientSecret as string)).statusCode, 200);
     });
 
-    test('a form post without the session CSRF token is refused with 403 and changes nothing', async () => {
-      const { clientId, secret } = await registerConfidential('Guarded');
-      const before = (await oauthClientService.list(ctx.db, accountId)).length;
-      const create = { name: 'Sneaky', redirect_uris: 'https://sneaky.example/cb', type: 'confidential' };
-      const attempts = [
-        await client.post(CLIENTS, create),
-        await client.post(CLIENTS, { ...create, _csrf: 'forged-token-forged-token-forged-token-0000' }),
-        await client.post(`${CLIENTS}/${clientId}/delete`, {}),
-        await ctx.app.inject({
-          method: 'POST',
-          url: `${CLIENTS}/${clientId}/delete`,
-          headers: { 'content-type': 'application/x-www-form-urlencoded' },
-          payload: new URLSearchParams({ _csrf: 'no-session-no-token' }).toString(),
-        }),
-      ];
-      for (const res of attempts) {
-        assert.equal(res.statusCode, 403);
-        assert.match(res.body, /Invalid or missing CSRF token/);
-      }
-      assert.equal((await oauthClientService.list(ctx.db, accountId)).length, before);
-      assert.ok(await oauthClientRepository.findById(ctx.db, clientId));
-      assert.equal((await tokenRequest(clientId, secret)).statusCode, 200);
-    });
-
-    test('signed out, the pages send you to sign-in and posts are refused', async () => {
-      const { clientId } = await registerConfidential('Signed out');
-      const stranger = new AdminClient(ctx.app);
-      const confirmation = await stranger.get(`${CLIENTS}/${clientId}/delete`);
-      assert.equal(confirmation.statusCode, 303);
-      assert.equal(confirmation.headers.location, '/admin/sign-in');
-      assert.equal((await stranger.post(`${CLIENTS}/${clientId}/delete`, { _csrf: 'x' })).statusCode, 403);
-      assert.ok(await oauthClientRepository.findById(ctx.db, clientId));
-    });
-
     /** A user's grant of the client with one access token under it, stored as the provider stores them. */
     async function seedGrant(clientId: string, name: string): Promise<{ grantId: string; userId: string }> {
       const user = await seedUser(ctx.db, accountId, { role: 'employee', name });
@@ -394,55 +361,45 @@ for (const store of STORES) {
       assert.deepEqual(await oauthClientRepository.findById(ctx.db, clientId), before);
     });
 
-    /** Every route this file adds, with the form a browser would post. */
-    const lifecycleRoutes = (
-      clientId: string,
-      grantId: string,
-    ): [string, string, Record<string, string>][] => [
-      ['GET', `${CLIENTS}/${clientId}`, {}],
-      ['POST', `${CLIENTS}/${clientId}/rotate-secret`, { overlap: 'now' }],
-      ['POST', `${CLIENTS}/${clientId}/grants/${grantId}/revoke`, {}],
-    ];
-
-    test('the new forms refuse a post without the CSRF token (403) and change nothing', async () => {
-      const { clientId, secret } = await registerConfidential('CSRF lifecycle');
-      const { grantId } = await seedGrant(clientId, 'CSRF user');
-      for (const [method, url, form] of lifecycleRoutes(clientId, grantId)) {
-        if (method !== 'POST') continue;
-        for (const res of [
-          await client.post(url, form),
-          await client.post(url, { ...form, _csrf: 'forged-token-forged-token-forged-token-0000' }),
-        ]) {
-          assert.equal(res.statusCode, 403, url);
-          assert.match(res.body, /Invalid or missing CSRF token/);
-        }
-      }
-      assert.equal((await tokenRequest(clientId, secret)).statusCode, 200);
-      assert.equal((await oauthClientRepository.findById(ctx.db, clientId))?.previous_secret_hash, null);
-      assert.equal((await grantRows(grantId)).length, 2);
-    });
-
-    test('an Admin (not Super Admin) gets 403 on every new route and changes nothing', async () => {
-      const { clientId, secret } = await registerConfidential('Super Admins only');
-      const { grantId } = await seedGrant(clientId, 'Role user');
-      for (const [method, url, form] of lifecycleRoutes(clientId, grantId)) {
-        // Signed in as a Super Admin, then demoted: the panel re-checks the role at every request.
-        const person = await seedUser(ctx.db, accountId);
-        const demoted = new AdminClient(ctx.app);
-        assert.equal((await demoted.signIn(person.email)).statusCode, 303);
-        const page = (await demoted.get(INTEGRATIONS)).body;
-        await ctx.db.updateTable('users').set({ role: 'admin' }).where('id', '=', person.id).execute();
-        const res =
-          method === 'GET'
-            ? await demoted.get(url)
-            : await demoted.post(url, { _csrf: csrfTokenOf(page), ...form });
-        assert.equal(res.statusCode, 403, `${method} ${url}`);
-        assert.match(res.body, /your role is Admin/);
-        assert.doesNotMatch(res.body, /Role user/, 'no grant is shown');
-      }
-      assert.equal((await tokenRequest(clientId, secret)).statusCode, 200);
-      assert.equal((await oauthClientRepository.findById(ctx.db, clientId))?.previous_secret_hash, null);
-      assert.equal((await grantRows(grantId)).length, 2);
-    });
+    describeAdminRouteAccess(
+      'the OAuth client pages',
+      () => ({ ctx, accountId }),
+      async (): Promise<AdminRouteTable> => {
+        const { clientId, secret } = await registerConfidential('Super Admins only');
+        const { grantId } = await seedGrant(clientId, 'Role user');
+        return {
+          hidden: ['Super Admins only', 'Role user'],
+          unchanged: async () => ({
+            clients: await ctx.db
+              .selectFrom('oauth_clients')
+              .selectAll()
+              .where('account_id', '=', accountId)
+              .orderBy('client_id')
+              .execute(),
+            grant: await grantRows(grantId),
+          }),
+          stillWorks: async () => {
+            assert.equal((await tokenRequest(clientId, secret)).statusCode, 200);
+            assert.equal(
+              (await oauthClientRepository.findById(ctx.db, clientId))?.previous_secret_hash,
+              null,
+            );
+            assert.equal((await grantRows(grantId)).length, 2);
+          },
+          routes: [
+            {
+              method: 'POST',
+              url: CLIENTS,
+              form: { name: 'Sneaky', redirect_uris: 'https://sneaky.example/cb', type: 'confidential' },
+            },
+            { method: 'GET', url: `${CLIENTS}/${clientId}` },
+            { method: 'GET', url: `${CLIENTS}/${clientId}/delete` },
+            { method: 'POST', url: `${CLIENTS}/${clientId}/rotate-secret`, form: { overlap: 'now' } },
+            { method: 'POST', url: `${CLIENTS}/${clientId}/grants/${grantId}/revoke` },
+            { method: 'POST', url: `${CLIENTS}/${clientId}/delete` },
+          ],
+        };
+      },
+    );
   });
 }
