@@ -213,9 +213,11 @@ describe(`Redis failover through Sentinel, under load (${store})`, () => {
     );
     assert.ok(shared, 'the instances count together on the new primary');
 
+    // The recovery line has no deadline of its own (sharing again does): it comes once every
+    // connection of the instance has stayed ready for a second, later on a loaded machine.
     const recovered = await eventually(
       async () => servers.every((server) => logged(server, AVAILABLE).length > 0),
-      10_000,
+      20_000,
     );
     // More load once every instance is back: no more lines, nothing slower.
     await sleep(1500);
@@ -238,7 +240,10 @@ describe(`Redis failover through Sentinel, under load (${store})`, () => {
       `counting together again ${sharedAt - promotedAt} ms after the promotion`,
     );
 
-    assert.ok(recovered, 'every instance logs the recovery');
+    assert.ok(
+      recovered,
+      `every instance logs the recovery; their Redis lines: ${JSON.stringify(servers.map((server) => logged(server, /Redis/)))}`,
+    );
     for (const server of servers) {
       const down = logged(server, UNAVAILABLE);
       const up = logged(server, AVAILABLE);

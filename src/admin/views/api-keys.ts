@@ -1,6 +1,6 @@
 import { API_KEY_SCOPES, type ApiKeyScope } from '../../auth/api-keys.ts';
 import type { AuditEventRow } from '../../db/repositories/audit-events.ts';
-import { INTEGRATIONS_PATH, KEYS_PATH } from '../../paths.ts';
+import { AUDIT_PATH, INTEGRATIONS_PATH, KEYS_PATH } from '../../paths.ts';
 import {
   type ApiKeyView,
   KEY_LIST_STATES,
@@ -189,7 +189,8 @@ function auditTrail(
 </tr>`,
   )}</tbody>
 </table></div>`;
-  return html`<h3 id="audit-heading">Audit trail</h3>${body}`;
+  return html`<h3 id="audit-heading">Audit trail</h3>${body}
+<p><a href="${AUDIT_PATH}?subject_type=api_key">Every API key event</a>, with filters and a CSV download.</p>`;
 }
 
 export function integrationsPage(options: {
@@ -391,6 +392,7 @@ export function apiKeyPage(options: {
     ${replaces === null ? null : html`<dt>Replaces</dt><dd id="key-rolled-from">${replaces}</dd>`}
     ${replacedBy === null ? null : html`<dt>Replaced by</dt><dd id="key-rolled-to">${replacedBy}</dd>`}
   </dl>
+  <p><a id="key-history" href="${AUDIT_PATH}?subject_type=api_key&amp;subject_id=${key.id}">This key's history</a> in the audit trail.</p>
 </section>
 ${usageSection(options.usage)}
 <section class="card stack" aria-labelledby="key-change-heading">

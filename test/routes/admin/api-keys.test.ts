@@ -196,6 +196,33 @@ for (const store of STORES) {
       );
     });
 
+    test("the key pages link to the audit trail: every key event from the list, one key's history from its page", async () => {
+      const { id } = await createThroughPanel({ name: 'Followed', scope: 'read' });
+      const { id: otherId } = await createThroughPanel({ name: 'Not followed', scope: 'read' });
+      await keyAction(id, 'disable');
+      const list = (await client.get(INTEGRATIONS)).body;
+      assert.match(
+        list,
+        /<a href="\/admin\/settings\/integrations\/audit\?subject_type=api_key">Every API key event<\/a>/,
+      );
+
+      const page = (await client.get(`${KEYS}/${id}`)).body;
+      const href = /<a id="key-history" href="([^"]+)"/.exec(page)?.[1]?.replaceAll('&amp;', '&');
+      assert.equal(href, `/admin/settings/integrations/audit?subject_type=api_key&subject_id=${id}`);
+      const history = await client.get(href);
+      assert.equal(history.statusCode, 200);
+      const rows = [...history.body.matchAll(/<tr data-event-id="\d+">([\s\S]*?)<\/tr>/g)].map(
+        (m) => m[1] ?? '',
+      );
+      assert.deepEqual(
+        rows.map((row) => /data-label="Action">([^<]*)</.exec(row)?.[1]),
+        ['disabled', 'created'],
+        'its events, newest first',
+      );
+      assert.ok(rows.every((row) => row.includes(`<code>${id}</code>`)));
+      assert.ok(!history.body.includes(otherId), 'no other key');
+    });
+
     test("another account's key: refused as unknown, nothing changes", async () => {
       const other = await seedAccount(ctx.db);
       const foreign = await seedKey(ctx.db, other);
