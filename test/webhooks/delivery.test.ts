@@ -640,14 +640,16 @@ for (const store of STORES) {
             .where('id', '=', endpoint.id)
             .executeTakeFirstOrThrow()
         ).lease_expires_at;
-      // A window shorter than the renewal period (4 s / 3): at most one renewal falls in it.
+      // Leases are renewed by the timer every 4 s / 3, or by a tick that another commit caused
+      // once half of that has passed (other endpoints of this instance still retry meanwhile):
+      // renewals are at least 0.67 s apart, so at most two fall in 1.2 s (at every commit, 13 did).
       const seen = new Set<string | null>();
       const end = Date.now() + 1200;
       while (Date.now() < end) {
         seen.add(await leaseExpiry());
         await sleep(25);
       }
-      assert.ok(seen.size <= 2, `the lease was written ${seen.size - 1} times in 1.2 s`);
+      assert.ok(seen.size <= 3, `the lease was written ${seen.size - 1} times in 1.2 s`);
       assert.ok(!seen.has(null), 'still held');
     });
 
