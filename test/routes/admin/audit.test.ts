@@ -194,6 +194,7 @@ for (const store of STORES) {
           { method: 'GET', url: `${AUDIT}.csv` },
         ],
       }),
+      { forms: false },
     );
   });
 }
