@@ -310,7 +310,7 @@ function openPostgres(
   const pool = newPool(PG_POOL_SIZE);
   const snapshots = postgresSnapshots(
     newPool(PG_SNAPSHOT_POOL_SIZE, { idle_in_transaction_session_timeout: PG_SNAPSHOT_IDLE_MS }),
-    PG_SNAPSHOT_IDLE_MS,
+    { silentAfterMs: PG_CHECKOUT_BUDGET_MS, stalledAfterMs: PG_SNAPSHOT_IDLE_MS },
   );
   const bounded = {
     async connect() {

@@ -4,6 +4,7 @@ import { type CompiledQuery, Kysely, PostgresDialect, SqliteDialect, sql } from 
 import type pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
 import type { Database } from './schema.ts';
+import { StoreUnavailableError } from './store-health.ts';
 import { withStatementCache } from './statement-cache.ts';
 
 /**
@@ -87,9 +88,13 @@ export function sharedSnapshots(db: Kysely<Database>): SnapshotSource {
 /**
  * PostgreSQL: a connection of `pool` (a pool of its own, so that long exports never hold the
  * connections requests are served from) in a REPEATABLE READ transaction, whose snapshot is taken
- * at its first statement. `stalledAfterMs`: how long a copy may wait for its reader (`copyOut`).
+ * at its first statement. `limits`: how long a copy may wait for PostgreSQL and for its reader
+ * (`copyOut`).
  */
-export function postgresSnapshots(pool: pg.Pool, stalledAfterMs: number): SnapshotSource {
+export function postgresSnapshots(
+  pool: pg.Pool,
+  limits: { silentAfterMs: number; stalledAfterMs: number },
+): SnapshotSource {
   return {
     async open() {
       const client = await pool.connect();
@@ -110,24 +115,37 @@ export function postgresSnapshots(pool: pg.Pool, stalledAfterMs: number): Snapsh
       };
       /**
        * The copy runs as long as the export takes, past the pool's statement_timeout: it is lifted
-       * for this transaction, and a copy that its reader has not asked more of for `stalledAfterMs`
-       * is ended instead (the row-by-row reads have the server's idle_in_transaction timeout).
-       * The protocol cannot stop a COPY TO but by closing the connection: a copy not read to its
-       * end closes it rather than handing it to the next snapshot.
+       * for this transaction. Two deadlines take its place: PostgreSQL must send the next rows
+       * within `limits.silentAfterMs` of being asked (a frozen or stuck server), and the reader
+       * must ask for more within `limits.stalledAfterMs` (the row-by-row reads have the server's
+       * idle_in_transaction timeout). The protocol cannot stop a COPY TO but by closing the
+       * connection: a copy not read to its end closes it rather than handing it to the next
+       * snapshot.
        */
       async function* copyOut(query: CompiledQuery): AsyncGenerator<Buffer> {
         await sql`set local statement_timeout = 0`.execute(db);
         const rows: Readable = client.query(copyTo(`COPY (${withLiterals(query, client)}) TO STDOUT`));
         healthy = false;
-        const stalled = () => {
-          rows.destroy(new Error(`an export was not read for ${stalledAfterMs} ms`));
+        const end = (error: Error) => () => {
+          rows.destroy(error);
           client.end().catch(() => {});
         };
+        const chunks = (rows as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
         let timer: NodeJS.Timeout | null = null;
         try {
-          for await (const chunk of rows as AsyncIterable<Buffer>) {
-            timer = setTimeout(stalled, stalledAfterMs);
-            yield chunk;
+          for (;;) {
+            timer = setTimeout(
+              end(new StoreUnavailableError(`PostgreSQL sent no rows for ${limits.silentAfterMs} ms`)),
+              limits.silentAfterMs,
+            );
+            const next = await chunks.next();
+            clearTimeout(timer);
+            if (next.done === true) break;
+            timer = setTimeout(
+              end(new Error(`an export was not read for ${limits.stalledAfterMs} ms`)),
+              limits.stalledAfterMs,
+            );
+            yield next.value;
             clearTimeout(timer);
           }
           healthy = true;

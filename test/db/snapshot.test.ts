@@ -13,6 +13,7 @@ import { createTestDatabase, STORES, type TestDatabase } from '../helpers.ts';
  */
 
 const STATEMENT_TIMEOUT_MS = 200;
+const SILENT_AFTER_MS = 500;
 const STALLED_AFTER_MS = 1500;
 const ROWS = 300_000;
 const series = CompiledQuery.raw(`select g, 'row ' || g from generate_series(1, ${ROWS}) g`);
@@ -27,7 +28,10 @@ if (STORES.includes('postgres')) {
     before(async () => {
       database = await createTestDatabase('postgres');
       pool = new pg.Pool({ connectionString: database.url, max: 1, statement_timeout: STATEMENT_TIMEOUT_MS });
-      snapshots = postgresSnapshots(pool, STALLED_AFTER_MS);
+      snapshots = postgresSnapshots(pool, {
+        silentAfterMs: SILENT_AFTER_MS,
+        stalledAfterMs: STALLED_AFTER_MS,
+      });
       admin = new pg.Client({ connectionString: database.url });
       await admin.connect();
     });
@@ -86,6 +90,21 @@ if (STORES.includes('postgres')) {
         assert.ok(Date.now() < deadline, 'the COPY backend is gone');
         await sleep(50);
       }
+      assert.equal(pool.totalCount, 0, 'the connection was closed, not pooled');
+    });
+
+    test('a copy PostgreSQL sends nothing of for longer than its limit (a stuck server) is ended, and its connection closed', async () => {
+      const snapshot = await snapshots.open();
+      // The first row comes after 1.5 s: for this pool, PostgreSQL has gone silent after 0.5 s.
+      const copy = snapshot.copyOut?.(CompiledQuery.raw("select 'late' from pg_sleep(1.5)"));
+      assert.ok(copy !== undefined);
+      const started = Date.now();
+      await assert.rejects(copy.next(), {
+        name: 'StoreUnavailableError',
+        message: /sent no rows for 500 ms/,
+      });
+      assert.ok(Date.now() - started < 1400, 'ended at the limit, not when the rows came');
+      await snapshot.release();
       assert.equal(pool.totalCount, 0, 'the connection was closed, not pooled');
     });
 
