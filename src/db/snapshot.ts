@@ -131,14 +131,25 @@ export function postgresSnapshots(
           client.end().catch(() => {});
         };
         const chunks = (rows as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
+        let waiting = false;
+        // Judged after a turn of the event loop: a loop kept busy past the limit runs its timers
+        // before it reads the rows that arrived meanwhile, and those are not a silent server.
+        const silent = end(
+          new StoreUnavailableError(`PostgreSQL sent no rows for ${limits.silentAfterMs} ms`),
+        );
         let timer: NodeJS.Timeout | null = null;
         try {
           for (;;) {
+            waiting = true;
             timer = setTimeout(
-              end(new StoreUnavailableError(`PostgreSQL sent no rows for ${limits.silentAfterMs} ms`)),
+              () =>
+                setImmediate(() => {
+                  if (waiting) silent();
+                }),
               limits.silentAfterMs,
             );
             const next = await chunks.next();
+            waiting = false;
             clearTimeout(timer);
             if (next.done === true) break;
             timer = setTimeout(
@@ -150,6 +161,7 @@ export function postgresSnapshots(
           }
           healthy = true;
         } finally {
+          waiting = false;
           if (timer !== null) clearTimeout(timer);
           if (!healthy) rows.destroy();
         }
