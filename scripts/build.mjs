@@ -8,7 +8,11 @@ export async function buildDist() {
   // Chunk names carry content hashes: start empty so that no stale chunk lingers.
   rmSync('dist', { recursive: true, force: true });
   await build({
-    entryPoints: { cli: 'src/cli/main.ts', 'import-worker': 'src/import/worker.ts' },
+    entryPoints: {
+      cli: 'src/cli/main.ts',
+      'import-writer': 'src/cli/import-writer.ts',
+      'import-reader': 'src/import/worker.ts',
+    },
     outdir: 'dist',
     bundle: true,
     splitting: true,

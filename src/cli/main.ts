@@ -3,12 +3,11 @@ import { join } from 'node:path';
 import { ConfigError, loadConfig } from '../config.ts';
 import { migrateThrough } from '../db/migrate.ts';
 import { InputError } from '../errors.ts';
-import { RECORD_KINDS, RECORD_TYPES } from '../import/records.ts';
 import { PROJECT_ROOT } from '../paths.ts';
 import { accountsCommands } from './accounts.ts';
 import { cacheCommands } from './cache.ts';
 import { type Command, type CommandGroup, commandHelp, groupHelp, type Io } from './command.ts';
-import { withDatabase } from './context.ts';
+import { importCommand } from './import.ts';
 import { keysCommands } from './keys.ts';
 import { oauthClientsCommands } from './oauth-clients.ts';
 import { usersCommands } from './users.ts';
@@ -41,30 +40,6 @@ const migrate: Command = {
   },
 };
 
-const IMPORTED = RECORD_TYPES.map((type) => RECORD_KINDS[type].plural);
-
-const importData: Command = {
-  name: 'import',
-  summary: `Load ${IMPORTED.slice(0, -1).join(', ')} and ${IMPORTED.at(-1)} from a .json or .ndjson file, all or nothing`,
-  usage: ['safety-api import FILE'],
-  notes: ['Records are upserted by id in one transaction; a bad record is named by line and field.'],
-  example: 'safety-api import ./exports/northwind.ndjson',
-  async run(args, io) {
-    if (args.length !== 1) throw new InputError('usage: safety-api import FILE');
-    const { importFile } = await import('../import/import.ts');
-    const counts = await withDatabase((db, config) =>
-      importFile(db, args[0] as string, { retentionDays: config.changesRetentionDays }),
-    );
-    const deleted = RECORD_TYPES.filter((type) => counts.deleted[type] !== undefined);
-    io.out(
-      `Imported ${RECORD_TYPES.map((type) => `${counts[type]} ${RECORD_KINDS[type].plural}`).join(', ')}` +
-        (deleted.length === 0
-          ? '.'
-          : `; deleted ${deleted.map((type) => `${counts.deleted[type]} ${RECORD_KINDS[type].plural}`).join(', ')}.`),
-    );
-  },
-};
-
 const demo: Command = {
   name: 'demo',
   summary: 'Create a fresh demo database, print a demo API key once, and serve it (npm run demo)',
@@ -80,7 +55,7 @@ const demo: Command = {
 const COMMANDS: (Command | CommandGroup)[] = [
   serve,
   migrate,
-  importData,
+  importCommand,
   demo,
   accountsCommands,
   keysCommands,

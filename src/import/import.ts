@@ -1,7 +1,6 @@
 import { on } from 'node:events';
 import { stat } from 'node:fs/promises';
 import { extname } from 'node:path';
-import { Worker } from 'node:worker_threads';
 import type { Kysely } from 'kysely';
 import { DEFAULT_CHANGES_RETENTION_DAYS } from '../config.ts';
 import { refreshPlannerStatistics, withBulkWriteSettings } from '../db/database.ts';
@@ -16,6 +15,7 @@ import { type AccountOwnedTable, existingOwners } from '../db/repositories/owner
 import { type UserInput, userRepository } from '../db/repositories/users.ts';
 import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
+import { startWorker } from '../lib/worker-thread.ts';
 import {
   perRecordType,
   RECORD_KINDS,
@@ -30,10 +30,11 @@ import {
 import { type PlacedRecord, type ReadMessage, type ReadRequest, unpackChunk } from './source.ts';
 
 /**
- * `safety-api import FILE`: loads a .json or .ndjson file in one transaction. A worker thread
- * reads, parses and validates the file (source.ts) while this thread writes the records it has
- * already validated in batches, so the two halves of the work share the machine's cores and an
- * NDJSON file of any size streams through in constant memory. The first bad record, whichever
+ * `safety-api import FILE` (src/cli/import.ts runs this in a thread with a bounded heap): loads a
+ * .json or .ndjson file in one transaction. A worker thread reads, parses and validates the file
+ * (source.ts) while this thread writes the records it has already validated in batches, so the two
+ * halves of the work share the machine's cores and an NDJSON file of any size streams through in
+ * constant memory. The first bad record, whichever
  * side finds it, rolls everything back and is named in the error.
  */
 
@@ -431,35 +432,15 @@ export async function importFile(
 const NDJSON_WORKER_LIMITS = { maxYoungGenerationSizeMb: 8, maxOldGenerationSizeMb: 24 };
 
 /**
- * Starts the worker (worker.ts). From the bundle in dist/, its entry is import-worker.js beside
- * this chunk. From source (tests, under tsx), the worker registers tsx before it loads worker.ts:
- * Node 20 does not apply the parent's module hooks to a worker's entry module.
- */
-function startWorker(request: ReadRequest): Worker {
-  const resourceLimits = request.format === '.ndjson' ? NDJSON_WORKER_LIMITS : {};
-  if (!import.meta.url.endsWith('.ts')) {
-    return new Worker(new URL('./import-worker.js', import.meta.url), {
-      workerData: request,
-      resourceLimits,
-    });
-  }
-  const tsx = JSON.stringify(import.meta.resolve('tsx/esm/api'));
-  const entry = JSON.stringify(new URL('./worker.ts', import.meta.url).href);
-  return new Worker(`import(${tsx}).then((tsx) => { tsx.register(); return import(${entry}); });`, {
-    eval: true,
-    execArgv: [],
-    workerData: request,
-    resourceLimits,
-  });
-}
-
-/**
  * The validated chunks of a file, read by a worker thread (worker.ts). Each chunk taken is
  * acknowledged so the worker can read further; the worker ends when the reading does, or when the
  * import stops early (a database check failed).
  */
 async function* readInWorker(request: ReadRequest): AsyncGenerator<PlacedRecord[]> {
-  const worker = startWorker(request);
+  const worker = startWorker(
+    { source: new URL('./worker.ts', import.meta.url), bundle: 'import-reader.js' },
+    { workerData: request, resourceLimits: request.format === '.ndjson' ? NDJSON_WORKER_LIMITS : {} },
+  );
   try {
     // Rejects if the worker itself fails (an 'error' event).
     for await (const [message] of on(worker, 'message') as AsyncIterable<[ReadMessage]>) {

@@ -103,6 +103,13 @@ for (const store of STORES) {
       assert.equal(account, undefined);
       const usage = await runCli(['import'], env);
       assert.equal(usage.stderr, 'safety-api: usage: safety-api import FILE\n');
+      // The import runs in a thread of its own; a configuration error still comes back as one.
+      const misconfigured = await runCli(['import', file], { DATABASE_URL: 'mysql://db.internal/x' });
+      assert.equal(misconfigured.code, 2);
+      assert.equal(
+        misconfigured.stderr,
+        'safety-api: invalid configuration: DATABASE_URL must be sqlite:PATH or postgres://… (got "mysql://db.internal/x")\n',
+      );
     });
 
     test('users set-password stores an scrypt hash from standard input', async () => {

@@ -1,0 +1,29 @@
+import { parentPort, workerData } from 'node:worker_threads';
+import { ConfigError } from '../config.ts';
+import { InputError } from '../errors.ts';
+import { importFile } from '../import/import.ts';
+import { withDatabase } from './context.ts';
+import type { ImportRequest, WriterMessage } from './import.ts';
+
+/**
+ * Worker thread of `safety-api import` (see `importInWorker` in import.ts): opens the database,
+ * runs the import and posts its summary, or why it failed.
+ */
+
+if (parentPort === null) throw new Error('import writer: must run as a worker thread');
+const port = parentPort;
+const { path } = workerData as ImportRequest;
+
+function post(message: WriterMessage): void {
+  port.postMessage(message);
+}
+
+try {
+  const summary = await withDatabase((db, config) =>
+    importFile(db, path, { retentionDays: config.changesRetentionDays }),
+  );
+  post({ summary });
+} catch (error) {
+  const kind = error instanceof InputError ? 'input' : error instanceof ConfigError ? 'config' : 'other';
+  post({ failure: { message: error instanceof Error ? error.message : String(error), kind } });
+}
