@@ -411,10 +411,6 @@ export const incidentRepository = {
   },
 
   /**
-   * Up to `limit` incidents below position `below` (from the newest when null), newest first, with
-   * their positions: the list walked in keyset chunks, each an index range read.
-   */
-  /**
    * The account's incidents in the list's order (position descending), with `fields` as columns in
    * that order: the list's fields, each a column of the same name but `severity_score`, computed
    * as `toIncident` computes it (NULL when either factor is). The statement an export of a
@@ -436,6 +432,10 @@ export const incidentRepository = {
       .compile();
   },
 
+  /**
+   * Up to `limit` incidents below position `below` (from the newest when null), newest first, with
+   * their positions: the list walked in keyset chunks, each an index range read.
+   */
   async listBelowPosition(
     db: Kysely<Database>,
     accountId: string,
