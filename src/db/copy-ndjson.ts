@@ -22,12 +22,21 @@ export interface JsonField {
   kind: JsonKind;
 }
 
+/** A COPY column as a line writes it: the bytes before its value, and its kind. */
+export interface CopyColumn {
+  before: string;
+  kind: JsonKind;
+}
+
+/** The columns of an object's fields, in order: `{"id":` before the first, `,"name":` before the others. */
+export const objectColumns = (fields: readonly JsonField[]): CopyColumn[] =>
+  fields.map(({ name, kind }, i) => ({ before: `${i === 0 ? '{' : ','}${JSON.stringify(name)}:`, kind }));
+
 const TAB = 0x09;
 const LF = 0x0a;
 const BACKSLASH = 0x5c;
 const QUOTE = 0x22;
 const N = 0x4e;
-const CLOSE = 0x7d;
 const HEX = Buffer.from('0123456789abcdef');
 const NULL = Buffer.from('null');
 const UNICODE_ESCAPE = Buffer.from('\\u00');
@@ -50,22 +59,26 @@ const JSON_ESCAPE_OF: (Buffer | undefined)[] = Array.from({ length: 128 }, (_, b
 /** The most bytes one byte of COPY text becomes: a control character as `\u00xx`. */
 const MOST_PER_BYTE = 6;
 
+/**
+ * Each row becomes one line: per column, its `before` bytes and its value, then `close` and LF.
+ * An object's line is `objectColumns(fields)` closed by `}`; other shapes (an object inside an
+ * envelope, as the changes feed writes its changes) put their own bytes around the values.
+ */
 export class CopyToNdjson {
-  /** Per field, what comes before its value: `{"id":` for the first, `,"name":` for the others. */
   private readonly prefixes: Buffer[];
   private readonly strings: boolean[];
-  /** The bytes a row adds beyond its own, at most: the prefixes, `null`s and `}\n`. */
+  private readonly close: Buffer;
+  /** The bytes a row adds beyond its own, at most: the prefixes, `null`s, the close and LF. */
   private readonly rowOverhead: number;
   /** The start of a row that the last chunk ended in the middle of. */
   private rest: Buffer = Buffer.alloc(0);
 
-  constructor(fields: readonly JsonField[]) {
-    if (fields.length === 0) throw new Error('COPY to NDJSON: no fields');
-    this.prefixes = fields.map(({ name }, i) =>
-      Buffer.from(`${i === 0 ? '{' : ','}${JSON.stringify(name)}:`),
-    );
-    this.strings = fields.map(({ kind }) => kind === 'string');
-    this.rowOverhead = this.prefixes.reduce((sum, prefix) => sum + prefix.length + 4, 2);
+  constructor(columns: readonly CopyColumn[], close = '}') {
+    if (columns.length === 0) throw new Error('COPY to NDJSON: no columns');
+    this.prefixes = columns.map(({ before }) => Buffer.from(before));
+    this.strings = columns.map(({ kind }) => kind === 'string');
+    this.close = Buffer.from(`${close}\n`);
+    this.rowOverhead = this.prefixes.reduce((sum, prefix) => sum + prefix.length + 4, this.close.length);
   }
 
   /** The lines of the rows that `chunk` completes; a row it leaves unfinished waits for the next one. */
@@ -112,9 +125,7 @@ export class CopyToNdjson {
       else o = put(input.subarray(i, fieldEnd), out, o);
       i = fieldEnd + 1;
     }
-    out[o++] = CLOSE;
-    out[o++] = LF;
-    return o;
+    return put(this.close, out, o);
   }
 }
 

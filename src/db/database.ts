@@ -1,5 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
+import type { Readable } from 'node:stream';
 import SqliteDatabase from 'better-sqlite3';
 import {
   CompiledQuery,
@@ -14,11 +15,18 @@ import {
   sql,
 } from 'kysely';
 import pg from 'pg';
+import { to as copyTo } from 'pg-copy-streams';
 import { type CacheBudgets, cacheBudgets, DEFAULT_CACHE_MAX_MB } from '../config.ts';
 import { CommitWatch } from './commit-watch.ts';
 import { withStatementCache } from './statement-cache.ts';
 import type { Database } from './schema.ts';
-import { postgresSnapshots, registerSnapshots, sharedSnapshots, sqliteSnapshots } from './snapshot.ts';
+import {
+  postgresSnapshots,
+  registerSnapshots,
+  sharedSnapshots,
+  sqliteSnapshots,
+  withLiterals,
+} from './snapshot.ts';
 import { type BusyRetryOptions, ServerSqliteDialect } from './sqlite-driver.ts';
 import {
   isStoreUnavailable,
@@ -217,6 +225,26 @@ export function preparedOnPostgres<R>(query: CompiledQuery<R>): CompiledQuery<R>
   return query;
 }
 
+/** SQL texts that PostgreSQL connections run as `COPY (…) TO STDOUT`; see `copiedOnPostgres`. */
+const copiedStatements = new Set<string>();
+
+/** What a query marked by `copiedOnPostgres` answers: one row, the COPY text of all its rows. */
+export interface CopiedRows {
+  copy: Buffer;
+}
+
+/**
+ * Marks a query whose rows the caller wants in COPY's text format (src/db/copy-ndjson.ts turns
+ * them into JSON without an object or a string per field): a PostgreSQL connection runs it as
+ * `COPY (…) TO STDOUT`, its parameters written in as literals, in the caller's transaction, and
+ * answers one row holding the whole text. For a bounded result (a page of the changes feed); an
+ * export streams its copy instead (`Snapshot.copyOut`). PostgreSQL only: SQLite has no COPY.
+ */
+export function copiedOnPostgres(query: CompiledQuery): CompiledQuery<CopiedRows> {
+  copiedStatements.add(query.sql);
+  return CompiledQuery.raw(query.sql, [...query.parameters]);
+}
+
 interface QueryDeadline {
   budgetMs: number;
   monitor: StoreMonitor;
@@ -234,14 +262,29 @@ class PreparingClient extends pg.Client {
     const name = typeof text === 'string' ? preparedStatementNames.get(text) : undefined;
     const call = super.query as (...callArgs: unknown[]) => never;
     const result: unknown =
-      name !== undefined && Array.isArray(values)
-        ? call.call(this, { name, text, values }, ...rest)
-        : call.apply(this, args);
+      typeof text === 'string' && copiedStatements.has(text) && Array.isArray(values)
+        ? this.copied(text, values)
+        : name !== undefined && Array.isArray(values)
+          ? call.call(this, { name, text, values }, ...rest)
+          : call.apply(this, args);
     const deadline = this.queryDeadline;
     if (deadline === null || !(result instanceof Promise)) return result as never;
     const started = checkoutStarts.get(this) ?? Date.now();
     const ms = Math.max(started + deadline.budgetMs - Date.now(), PG_MIN_QUERY_MS);
     return this.withDeadline(result, ms, deadline.monitor) as never;
+  }
+
+  /** A query marked by `copiedOnPostgres`: its COPY text, whole, as the one row of a result. */
+  private async copied(
+    text: string,
+    parameters: unknown[],
+  ): Promise<{ rows: CopiedRows[]; command: string }> {
+    const stream: Readable = super.query(
+      copyTo(`COPY (${withLiterals({ sql: text, parameters }, this)}) TO STDOUT`),
+    );
+    const chunks: Buffer[] = [];
+    for await (const chunk of stream) chunks.push(chunk as Buffer);
+    return { rows: [{ copy: Buffer.concat(chunks) }], command: 'COPY' };
   }
 
   /**

@@ -185,7 +185,10 @@ export function postgresSnapshots(
  * anything else is refused. The statements given here are built by Kysely, whose SQL holds no
  * literal of its own where a `$n` could be mistaken for a parameter.
  */
-function withLiterals({ sql: text, parameters }: CompiledQuery, client: pg.PoolClient): string {
+export function withLiterals(
+  { sql: text, parameters }: Pick<CompiledQuery, 'sql' | 'parameters'>,
+  client: Pick<pg.Client, 'escapeLiteral'>,
+): string {
   return text.replace(/\$(\d+)/g, (_, n: string) => {
     const value = parameters[Number(n) - 1];
     if (typeof value === 'string') return client.escapeLiteral(value);

@@ -18,7 +18,7 @@ function capacityFor(length: number): number {
 }
 
 /**
- * A response body: the UTF-8 bytes of `pieces` one after another, without ever joining them into
+ * A response body: the UTF-8 bytes of `pieces` (text, or bytes already UTF-8) one after another, without ever joining them into
  * one string, in a buffer that is used again for a later body once `response` has sent this one.
  *
  * Both halves are about fresh memory, which this machine pays for in page faults. V8 gives a
@@ -30,13 +30,19 @@ function capacityFor(length: number): number {
  *
  * The body is the response's alone: nothing may keep it past 'finish' (a cache would copy it).
  */
-export function utf8Body(response: Sent, pieces: readonly string[]): Buffer {
+export function utf8Body(response: Sent, pieces: readonly (string | Uint8Array)[]): Buffer {
   let length = 0;
-  for (const piece of pieces) length += Buffer.byteLength(piece);
+  for (const piece of pieces) length += typeof piece === 'string' ? Buffer.byteLength(piece) : piece.length;
   const index = spare.findIndex((candidate) => candidate.length >= length);
   const [buffer = Buffer.allocUnsafeSlow(capacityFor(length))] = index === -1 ? [] : spare.splice(index, 1);
   let at = 0;
-  for (const piece of pieces) at += buffer.write(piece, at);
+  for (const piece of pieces) {
+    if (typeof piece === 'string') at += buffer.write(piece, at);
+    else {
+      buffer.set(piece, at);
+      at += piece.length;
+    }
+  }
   // Every byte of the body is this body's: a used buffer holds another response's.
   if (at !== length) throw new Error(`utf8Body: wrote ${at} bytes of ${length}`);
   // Until then the socket may still be writing from it.

@@ -218,4 +218,3 @@ export const ChangesPageSchema = component(
     }),
   }),
 );
-export type ChangesPage = Static<typeof ChangesPageSchema>;

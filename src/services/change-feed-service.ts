@@ -8,7 +8,9 @@ import {
 import type { NamedResourceTable } from '../db/repositories/named-resources.ts';
 import type { Database } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
-import { type Change, type ChangesPage, toIncident } from '../schemas/public.ts';
+import { type Change, IncidentSchema, toIncident } from '../schemas/public.ts';
+import { jsonFieldsOf } from '../schemas/json-fields.ts';
+import { CopyToNdjson, type CopyColumn, objectColumns } from '../db/copy-ndjson.ts';
 import { changeCursors } from './change-cursor.ts';
 import { NAMED_RESOURCE_TABLES } from './directory-service.ts';
 
@@ -45,16 +47,18 @@ const TYPE_OF: Record<NamedResourceTable, 'department' | 'location'> = {
 /** One table's changes in a seq range, ordered by seq, rendered as the list endpoints render them. */
 type ChangeSource = (db: Kysely<Database>, accountId: string, range: SeqRange) => Promise<Change[]>;
 
-const SOURCES: ChangeSource[] = [
-  async (db, accountId, range) =>
-    (await changeRepository.incidents(db, accountId, range)).map((row) => ({
-      seq: row.change_seq,
-      type: 'incident',
-      op: 'upsert',
-      id: row.id,
-      object: toIncident(row),
-      changed_at: row.changed_at,
-    })),
+const INCIDENTS: ChangeSource = async (db, accountId, range) =>
+  (await changeRepository.incidents(db, accountId, range)).map((row) => ({
+    seq: row.change_seq,
+    type: 'incident',
+    op: 'upsert',
+    id: row.id,
+    object: toIncident(row),
+    changed_at: row.changed_at,
+  }));
+
+/** Every table but incidents (`INCIDENTS`), whose changes a page may read otherwise (`readPage`). */
+const OTHER_SOURCES: ChangeSource[] = [
   async (db, accountId, range) =>
     (await changeRepository.incidentTombstones(db, accountId, range)).map((row) => ({
       seq: row.change_seq,
@@ -91,21 +95,98 @@ const SOURCES: ChangeSource[] = [
   ),
 ];
 
+const SOURCES: ChangeSource[] = [INCIDENTS, ...OTHER_SOURCES];
+
 /**
  * The first `range.limit` changes of the range, by seq. Each table is one range read of at most
  * that many rows; once a table fills it, no later seq can be among the first, so the tables read
  * after it are read only up to its last seq: a page reads about `limit` rows, not five times that.
+ * `sources`: the tables to read, all but those the caller read itself.
  */
-async function readChanges(db: Kysely<Database>, accountId: string, range: SeqRange): Promise<Change[]> {
+async function readChanges(
+  db: Kysely<Database>,
+  accountId: string,
+  range: SeqRange,
+  sources = SOURCES,
+): Promise<Change[]> {
   const changes: Change[] = [];
   let upTo = range.upTo;
-  for (const source of SOURCES) {
+  for (const source of sources) {
     const rows = await source(db, accountId, { ...range, upTo });
     changes.push(...rows);
     const last = rows[range.limit - 1];
     if (last !== undefined) upTo = last.seq;
   }
   return changes.sort((a, b) => a.seq - b.seq).slice(0, range.limit);
+}
+
+/** A page of the feed, each change as its JSON (text or UTF-8 bytes), which the route writes as it is. */
+export interface RenderedChangesPage {
+  data: (string | Uint8Array)[];
+  next_cursor: string;
+  has_more: boolean;
+}
+
+/** A change of a page as the route writes it: its JSON, as text or as UTF-8 bytes. */
+interface RenderedChange {
+  seq: number;
+  json: string | Uint8Array;
+}
+
+const INCIDENT_FIELDS = jsonFieldsOf(IncidentSchema);
+
+/**
+ * How a COPY row of `changeRepository.incidentsCopied` is written (src/db/copy-ndjson.ts): the
+ * bytes `JSON.stringify` writes for the incident's `Change`, one line each.
+ */
+const INCIDENT_CHANGE_COLUMNS: CopyColumn[] = [
+  { before: '{"seq":', kind: 'number' },
+  { before: ',"type":"incident","op":"upsert","id":', kind: 'string' },
+  ...objectColumns(INCIDENT_FIELDS).map((column, i) =>
+    i === 0 ? { ...column, before: `,"object":${column.before}` } : column,
+  ),
+  { before: '},"changed_at":', kind: 'string' },
+];
+
+const LF = 0x0a;
+const COMMA = 0x2c;
+/** Where a line's seq starts: after `{"seq":`. */
+const SEQ_AT = INCIDENT_CHANGE_COLUMNS[0]?.before.length ?? 0;
+
+/** The changes of the lines `ndjson` holds (without their LF), each with its seq. */
+function changeLines(ndjson: Buffer): RenderedChange[] {
+  const lines: RenderedChange[] = [];
+  for (let start = 0; start < ndjson.length;) {
+    const end = ndjson.indexOf(LF, start);
+    const json = ndjson.subarray(start, end);
+    lines.push({ seq: Number(json.toString('latin1', SEQ_AT, json.indexOf(COMMA, SEQ_AT))), json });
+    start = end + 1;
+  }
+  return lines;
+}
+
+/**
+ * A page's changes, rendered. On PostgreSQL the incidents, nearly all of a catch-up, come as COPY
+ * text turned straight into their JSON bytes (no row object, no string per field, no
+ * serialization: docs/performance.md, "PostgreSQL reads"); the other tables as for webhooks.
+ * SQLite, without COPY, reads every table as objects and serializes each change.
+ */
+async function readPage(db: Kysely<Database>, accountId: string, range: SeqRange): Promise<RenderedChange[]> {
+  const copied = await changeRepository.incidentsCopied(
+    db,
+    accountId,
+    range,
+    INCIDENT_FIELDS.map(({ name }) => name),
+  );
+  const stringified = (change: Change): RenderedChange => ({ seq: change.seq, json: JSON.stringify(change) });
+  if (copied === null) return (await readChanges(db, accountId, range)).map(stringified);
+  const ndjson = new CopyToNdjson(INCIDENT_CHANGE_COLUMNS);
+  const incidents = changeLines(ndjson.push(copied));
+  ndjson.end();
+  // As `readChanges` does: past a full incidents' read, no other change can be among the first.
+  const upTo = incidents[range.limit - 1]?.seq ?? range.upTo;
+  const others = await readChanges(db, accountId, { ...range, upTo }, OTHER_SOURCES);
+  return [...incidents, ...others.map(stringified)].sort((a, b) => a.seq - b.seq).slice(0, range.limit);
 }
 
 const TABLE_OF: Record<Change['type'], RecordTable> = {
@@ -147,7 +228,7 @@ export const changeFeedService = {
     db: Kysely<Database>,
     accountId: string,
     { cursor, limit, retentionDays }: FeedRequest,
-  ): Promise<ChangesPage> {
+  ): Promise<RenderedChangesPage> {
     const cursors = await changeCursors(db);
     const now = Math.floor(Date.now() / 1000);
     const held = cursor === undefined || cursor === LATEST_CURSOR ? null : cursors.decode(accountId, cursor);
@@ -169,12 +250,16 @@ export const changeFeedService = {
       const position = held?.position ?? 0;
       const bound = held === null || held.position === held.bound ? head : held.bound;
       // One more than the page: whether the pass goes on after it.
-      const changes = await readChanges(trx, accountId, { after: position, upTo: bound, limit: limit + 1 });
+      const changes = await readPage(trx, accountId, { after: position, upTo: bound, limit: limit + 1 });
       const data = changes.slice(0, limit);
       // Past the page's last change, the pass holds nothing (the seqs left were records that
       // changed again, beyond the bound): the pass is done, and the next request begins the next.
       const next = changes.length > limit ? (data[limit - 1]?.seq ?? bound) : bound;
-      return { data, next_cursor: issue(next, bound), has_more: next < head };
+      return {
+        data: data.map((change) => change.json),
+        next_cursor: issue(next, bound),
+        has_more: next < head,
+      };
     });
   },
 

@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { CompiledQuery, Kysely } from 'kysely';
-import { IsInteger, IsNumber, IsString, IsUnion, type TObject, type TSchema } from 'typebox';
+import { IsString, IsUnion, type TObject, type TSchema } from 'typebox';
 import { accountRepository } from '../db/repositories/accounts.ts';
 import type { NameKey } from '../db/repositories/by-name.ts';
 import { incidentRepository } from '../db/repositories/incidents.ts';
@@ -9,7 +9,7 @@ import { namedResourceRepository } from '../db/repositories/named-resources.ts';
 import { userRepository } from '../db/repositories/users.ts';
 import { storeBehind } from '../db/database.ts';
 import type { Database } from '../db/schema.ts';
-import { CopyToNdjson, type JsonField } from '../db/copy-ndjson.ts';
+import { CopyToNdjson, type JsonField, objectColumns } from '../db/copy-ndjson.ts';
 import { openSnapshot } from '../db/snapshot.ts';
 import {
   DepartmentSchema,
@@ -18,6 +18,7 @@ import {
   toIncident,
   UserSchema,
 } from '../schemas/public.ts';
+import { jsonFieldsOf } from '../schemas/json-fields.ts';
 import { csvLine } from '../lib/csv.ts';
 import { changeCursors } from './change-cursor.ts';
 
@@ -106,17 +107,7 @@ function isText(schema: TSchema): boolean {
 const columnsOf = (schema: TObject): Column[] =>
   Object.entries(schema.properties).map(([name, type]) => ({ name, text: isText(type) }));
 
-/** Whether the field is a number (a nullable one is the union of its type and null). */
-const isNumber = (schema: TSchema): boolean =>
-  (IsUnion(schema) ? schema.anyOf : [schema]).some((type) => IsInteger(type) || IsNumber(type));
-
-const fieldsOf = (schema: TObject): JsonField[] =>
-  Object.entries(schema.properties).map(([name, type]) => ({
-    name,
-    kind: isNumber(type) ? 'number' : 'string',
-  }));
-
-const INCIDENT_FIELDS = fieldsOf(IncidentSchema);
+const INCIDENT_FIELDS = jsonFieldsOf(IncidentSchema);
 
 /** Walks a by-name list (users, departments, locations) in chunks, dropping the walk's key. */
 async function* byName<Row extends NameKey>(
@@ -271,7 +262,7 @@ export function exportFile(resource: ExportResource, format: ExportFormat, recor
  * whole rows at once: the connection is read only as fast as the response is sent.
  */
 async function* copiedLines(rows: AsyncGenerator<Buffer>, fields: JsonField[]) {
-  const ndjson = new CopyToNdjson(fields);
+  const ndjson = new CopyToNdjson(objectColumns(fields));
   for await (const chunk of rows) {
     const lines = ndjson.push(chunk);
     if (lines.length > 0) yield lines;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
-import { CopyToNdjson, type JsonField } from '../../src/db/copy-ndjson.ts';
+import { CopyToNdjson, type JsonField, objectColumns } from '../../src/db/copy-ndjson.ts';
 import { createTestDatabase, STORES, type TestDatabase } from '../helpers.ts';
 
 /**
@@ -18,7 +18,7 @@ const FIELDS: JsonField[] = [
 ];
 
 function transcode(chunks: Buffer[], fields = FIELDS): string {
-  const ndjson = new CopyToNdjson(fields);
+  const ndjson = new CopyToNdjson(objectColumns(fields));
   const out = chunks.map((chunk) => ndjson.push(chunk));
   ndjson.end();
   return Buffer.concat(out).toString();

@@ -10,6 +10,12 @@ describe('utf8Body', () => {
     assert.deepEqual(body, Buffer.from(pieces.join(''), 'utf8'));
   });
 
+  it('takes bytes already UTF-8 as they are, between text', () => {
+    const bytes = Buffer.from('{"c":"ü 💥"}');
+    const body = utf8Body(new EventEmitter(), ['[', bytes, ',', new Uint8Array(bytes), ']']);
+    assert.equal(body.toString('utf8'), '[{"c":"ü 💥"},{"c":"ü 💥"}]');
+  });
+
   it('uses a buffer again only after its response has sent it, and never shows what it held before', () => {
     const first = new EventEmitter();
     const sent = utf8Body(first, ['first body, the longer one']);

@@ -1,4 +1,5 @@
-import type { ExpressionBuilder, Kysely, Selectable } from 'kysely';
+import { type ExpressionBuilder, type Kysely, type Selectable, SqliteAdapter } from 'kysely';
+import { copiedOnPostgres } from '../database.ts';
 import type { Database, IncidentsTable, IncidentTombstonesTable } from '../schema.ts';
 import {
   isPublicNamedResource,
@@ -6,7 +7,7 @@ import {
   type NamedResourceTable,
   PUBLIC_NAMED_RESOURCE_COLUMNS,
 } from './named-resources.ts';
-import { INCIDENT_COLUMNS, type IncidentRow } from './incidents.ts';
+import { INCIDENT_COLUMNS, type IncidentRow, incidentFieldSql } from './incidents.ts';
 import { isPublicUser, PUBLIC_USER_COLUMNS, type UserRow } from './users.ts';
 
 /**
@@ -55,6 +56,34 @@ export const changeRepository = {
       .where('id', '=', accountId)
       .executeTakeFirst();
     return row === undefined ? undefined : { head: row.data_version, purgedSeq: row.changes_purged_seq };
+  },
+
+  /**
+   * The incidents of `incidents` below as COPY text (PostgreSQL: `copiedOnPostgres`), for a reader
+   * that writes their JSON without a row object: per row `change_seq`, `id`, the incident's
+   * `fields` in order (`incidentFieldSql`) and `changed_at`. Null where the store has no COPY.
+   */
+  async incidentsCopied(
+    db: Kysely<Database>,
+    accountId: string,
+    range: SeqRange,
+    fields: readonly string[],
+  ): Promise<Buffer | null> {
+    if (db.getExecutor().adapter instanceof SqliteAdapter) return null;
+    const query = db
+      .selectFrom('incidents')
+      .select([
+        'change_seq',
+        'id',
+        ...fields.map((field, i) => incidentFieldSql(field).as(`f${i}`)),
+        'changed_at',
+      ])
+      .where(inRange(accountId, range))
+      .orderBy('change_seq')
+      .limit(range.limit)
+      .compile();
+    const { rows } = await db.executeQuery(copiedOnPostgres(query));
+    return rows[0]?.copy ?? Buffer.alloc(0);
   },
 
   /** The columns the lists show, and the change's place. */

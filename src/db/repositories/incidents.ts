@@ -1,4 +1,4 @@
-import { CompiledQuery, type Kysely, type Selectable, SqliteAdapter, sql } from 'kysely';
+import { CompiledQuery, type Kysely, type RawBuilder, type Selectable, SqliteAdapter, sql } from 'kysely';
 import type { Database, IncidentsTable } from '../schema.ts';
 import { anyColumnChanged, type ChangeStamp } from './change-stamp.ts';
 
@@ -169,6 +169,17 @@ function batchParameters(db: Kysely<Database>, incidents: (IncidentInput & Chang
     parameters.push(incident.position ?? 0);
   }
   return parameters;
+}
+
+/**
+ * A field of the incident as the API shows it, as SQL: its column, or `severity_score`, computed
+ * as `toIncident` computes it (NULL when either factor is).
+ */
+export function incidentFieldSql(field: string): RawBuilder<unknown> {
+  if (field === 'severity_score') return sql`severity_likelihood * severity_impact`;
+  if (!(INCIDENT_COLUMNS as readonly string[]).includes(field))
+    throw new Error(`incidents have no field ${field}`);
+  return sql.ref(field);
 }
 
 /** What a deletion names: an incident of an account. */
@@ -412,21 +423,13 @@ export const incidentRepository = {
 
   /**
    * The account's incidents in the list's order (position descending), with `fields` as columns in
-   * that order: the list's fields, each a column of the same name but `severity_score`, computed
-   * as `toIncident` computes it (NULL when either factor is). The statement an export of a
-   * PostgreSQL snapshot copies out (`Snapshot.copyOut`).
+   * that order (`incidentFieldSql`). The statement an export of a PostgreSQL snapshot copies out
+   * (`Snapshot.copyOut`).
    */
   copyQuery(db: Kysely<Database>, accountId: string, fields: readonly string[]): CompiledQuery {
-    const columns = fields.map((field) => {
-      if (field === 'severity_score')
-        return sql<number | null>`severity_likelihood * severity_impact`.as(field);
-      if (!(INCIDENT_COLUMNS as readonly string[]).includes(field))
-        throw new Error(`incidents have no field ${field}`);
-      return sql.ref(field).as(field);
-    });
     return db
       .selectFrom('incidents')
-      .select(columns)
+      .select(fields.map((field) => incidentFieldSql(field).as(field)))
       .where('account_id', '=', accountId)
       .orderBy('position', 'desc')
       .compile();

@@ -4,14 +4,17 @@ import { ApiError } from '../../errors.ts';
 import { TAGS } from '../../schemas/openapi.ts';
 import { utf8Body } from '../../lib/utf8.ts';
 import {
-  type ChangesPage,
   ChangesPageSchema,
   CodedErrorSchema,
   INCIDENT_EXAMPLE,
   queryParameter,
   success,
 } from '../../schemas/public.ts';
-import { changeFeedService, LATEST_CURSOR } from '../../services/change-feed-service.ts';
+import {
+  changeFeedService,
+  LATEST_CURSOR,
+  type RenderedChangesPage,
+} from '../../services/change-feed-service.ts';
 import { parsePositiveInteger } from './incidents.ts';
 import type { PublicRoutes } from './response-cache.ts';
 
@@ -21,13 +24,14 @@ export const MAX_CHANGES_LIMIT = 1000;
 /**
  * Sends a 200: what `JSON.stringify({ error: false, data: page })` writes, byte for byte, built
  * one change at a time (`utf8Body`): a page of 1,000 incidents is about 500 KB, and as one string
- * it cost more in fresh memory and copies than the rest of the request (docs/performance.md).
+ * it cost more in fresh memory and copies than the rest of the request (docs/performance.md). Each
+ * change comes rendered (`changeFeedService.page`).
  */
-function sendPage(reply: FastifyReply, { data, next_cursor, has_more }: ChangesPage): FastifyReply {
-  const pieces = ['{"error":false,"data":{"data":['];
+function sendPage(reply: FastifyReply, { data, next_cursor, has_more }: RenderedChangesPage): FastifyReply {
+  const pieces: (string | Uint8Array)[] = ['{"error":false,"data":{"data":['];
   for (const [index, change] of data.entries()) {
     if (index > 0) pieces.push(',');
-    pieces.push(JSON.stringify(change));
+    pieces.push(change);
   }
   pieces.push(`],"next_cursor":${JSON.stringify(next_cursor)},"has_more":${JSON.stringify(has_more)}}}`);
   return reply.header('content-type', 'application/json; charset=utf-8').send(utf8Body(reply.raw, pieces));
