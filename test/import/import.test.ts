@@ -432,6 +432,30 @@ for (const store of STORES) {
       assert.equal(still.account_id, owner);
     });
 
+    test('a record refused in an earlier batch is reported, not a bad line the reader met further on', async () => {
+      const owner = randomUUID();
+      const taken = incident(owner, 1, '2025-01-01T00:00:00Z');
+      await importFile(ctx.db, ndjson([account(owner), taken]));
+      const before = await count('incidents');
+
+      const other = randomUUID();
+      const records: object[] = [account(other)];
+      for (let i = 0; i < 3500; i += 1) {
+        records.push(incident(other, i + 1, new Date(Date.UTC(2025, 0, 1) + i * 1000).toISOString()));
+      }
+      // Line 1,502, in the first batch; line 3,001, in the second, is one the reading thread (which
+      // reads ahead of the writes) refuses.
+      records[1501] = { ...(records[1501] as object), id: taken.id };
+      records[3000] = { ...(records[3000] as object), severity_impact: -1 };
+      await assert.rejects(
+        importFile(ctx.db, ndjson(records)),
+        new RegExp(
+          `^InputError: line 1502: field "account_id": record "${taken.id}" already belongs to another account`,
+        ),
+      );
+      assert.equal(await count('incidents'), before);
+    });
+
     test('a multi-batch import stores every field and gives every record its feed seq in file order', async () => {
       const target = randomUUID();
       const sent: (ReturnType<typeof incident> & Record<string, unknown>)[] = [];
