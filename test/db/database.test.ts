@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import SqliteDatabase from 'better-sqlite3';
 import pg from 'pg';
-import { openDatabase, preparedOnPostgres } from '../../src/db/database.ts';
+import { copiedOnPostgres, openDatabase, preparedOnPostgres } from '../../src/db/database.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
 import {
   ADMIN_PG_URL,
@@ -85,6 +85,42 @@ describe('PostgreSQL statements marked for reuse', { skip: !STORES.includes('pos
       ctx.db,
     );
     assert.equal(prepared.rows.filter((row) => row.statement.includes('"key_hash"')).length, 1);
+  });
+
+  test("the changes feed's reads are among them: the head and every table but the incidents' COPY", async () => {
+    const { rawKey } = await seedKey(ctx.db, await seedAccount(ctx.db));
+    for (let i = 0; i < 2; i += 1) {
+      const res = await ctx.app.inject({ url: '/api/v1/public/changes', headers: bearer(rawKey) });
+      assert.equal(res.statusCode, 200);
+    }
+    const prepared = await sql<{ statement: string }>`SELECT statement FROM pg_prepared_statements`.execute(
+      ctx.db,
+    );
+    const statements = prepared.rows.map((row) => row.statement);
+    for (const table of ['accounts', 'incident_tombstones', 'users', 'departments', 'locations']) {
+      assert.equal(statements.filter((text) => text.includes(`from "${table}"`)).length, 1, table);
+    }
+    assert.ok(!statements.some((text) => text.includes('from "incidents"')), 'the COPY is not prepared');
+  });
+});
+
+describe('PostgreSQL statements marked to be copied', { skip: !STORES.includes('postgres') }, () => {
+  let ctx: TestContext;
+  before(async () => {
+    ctx = await createTestContext('postgres');
+  });
+  after(() => ctx.close());
+
+  test("run as COPY in the caller's transaction and answer its text, literals escaped", async () => {
+    const text = await ctx.db.transaction().execute(async (trx) => {
+      await sql`CREATE TEMP TABLE copied_rows (n int, t text) ON COMMIT DROP`.execute(trx);
+      await sql`INSERT INTO copied_rows VALUES (1, ${"it's"}), (2, NULL), (3, ${'tab\there'})`.execute(trx);
+      const query =
+        sql`SELECT n, t FROM copied_rows WHERE t IS DISTINCT FROM ${"o'clock"} ORDER BY n`.compile(trx);
+      const { rows } = await trx.executeQuery(copiedOnPostgres(query));
+      return Buffer.concat(rows.map((row) => row.copy)).toString('utf8');
+    });
+    assert.equal(text, "1\tit's\n2\t\\N\n3\ttab\\there\n");
   });
 });
 

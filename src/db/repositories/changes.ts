@@ -1,5 +1,5 @@
-import { type ExpressionBuilder, type Kysely, type Selectable, SqliteAdapter } from 'kysely';
-import { copiedOnPostgres } from '../database.ts';
+import { type Compilable, type ExpressionBuilder, type Kysely, type Selectable, SqliteAdapter } from 'kysely';
+import { copiedOnPostgres, preparedOnPostgres } from '../database.ts';
 import type { Database, IncidentsTable, IncidentTombstonesTable } from '../schema.ts';
 import {
   isPublicNamedResource,
@@ -45,16 +45,23 @@ function inRange(accountId: string, { after, upTo }: SeqRange) {
     eb.and([eb('account_id', '=', accountId), eb('change_seq', '>', after), eb('change_seq', '<=', upTo)]);
 }
 
+/**
+ * Runs a feed read as a statement PostgreSQL prepares once per connection (`preparedOnPostgres`):
+ * a page runs these on every request, and their text depends only on the code.
+ */
+async function prepared<Row>(query: Compilable<Row>, db: Kysely<Database>): Promise<Row[]> {
+  return (await db.executeQuery(preparedOnPostgres(query.compile()))).rows;
+}
+
 /** The tables whose rows enter and leave the public view. */
 export type RecordTable = 'incidents' | 'users' | NamedResourceTable;
 
 export const changeRepository = {
   async feedState(db: Kysely<Database>, accountId: string): Promise<FeedState | undefined> {
-    const row = await db
-      .selectFrom('accounts')
-      .select(['data_version', 'changes_purged_seq'])
-      .where('id', '=', accountId)
-      .executeTakeFirst();
+    const [row] = await prepared(
+      db.selectFrom('accounts').select(['data_version', 'changes_purged_seq']).where('id', '=', accountId),
+      db,
+    );
     return row === undefined ? undefined : { head: row.data_version, purgedSeq: row.changes_purged_seq };
   },
 
@@ -92,13 +99,15 @@ export const changeRepository = {
     accountId: string,
     range: SeqRange,
   ): Promise<(IncidentRow & Pick<Selectable<IncidentsTable>, 'change_seq' | 'changed_at'>)[]> {
-    return db
-      .selectFrom('incidents')
-      .select([...INCIDENT_COLUMNS, 'change_seq', 'changed_at'])
-      .where(inRange(accountId, range))
-      .orderBy('change_seq')
-      .limit(range.limit)
-      .execute();
+    return prepared(
+      db
+        .selectFrom('incidents')
+        .select([...INCIDENT_COLUMNS, 'change_seq', 'changed_at'])
+        .where(inRange(accountId, range))
+        .orderBy('change_seq')
+        .limit(range.limit),
+      db,
+    );
   },
 
   async incidentTombstones(
@@ -106,24 +115,28 @@ export const changeRepository = {
     accountId: string,
     range: SeqRange,
   ): Promise<IncidentTombstoneRow[]> {
-    return db
-      .selectFrom('incident_tombstones')
-      .select(['id', 'change_seq', 'changed_at'])
-      .where(inRange(accountId, range))
-      .orderBy('change_seq')
-      .limit(range.limit)
-      .execute();
+    return prepared(
+      db
+        .selectFrom('incident_tombstones')
+        .select(['id', 'change_seq', 'changed_at'])
+        .where(inRange(accountId, range))
+        .orderBy('change_seq')
+        .limit(range.limit),
+      db,
+    );
   },
 
   async users(db: Kysely<Database>, accountId: string, range: SeqRange): Promise<UserChangeRow[]> {
-    return db
-      .selectFrom('users')
-      .select([...PUBLIC_USER_COLUMNS, 'change_seq', 'changed_at'])
-      .select((eb) => eb.case().when(isPublicUser(eb)).then(1).else(0).end().as('visible'))
-      .where(inRange(accountId, range))
-      .orderBy('change_seq')
-      .limit(range.limit)
-      .execute();
+    return prepared(
+      db
+        .selectFrom('users')
+        .select([...PUBLIC_USER_COLUMNS, 'change_seq', 'changed_at'])
+        .select((eb) => eb.case().when(isPublicUser(eb)).then(1).else(0).end().as('visible'))
+        .where(inRange(accountId, range))
+        .orderBy('change_seq')
+        .limit(range.limit),
+      db,
+    );
   },
 
   async namedResources(
@@ -132,14 +145,16 @@ export const changeRepository = {
     accountId: string,
     range: SeqRange,
   ): Promise<NamedResourceChangeRow[]> {
-    return db
-      .selectFrom(table)
-      .select([...PUBLIC_NAMED_RESOURCE_COLUMNS, 'change_seq', 'changed_at'])
-      .select((eb) => eb.case().when(isPublicNamedResource(eb)).then(1).else(0).end().as('visible'))
-      .where(inRange(accountId, range))
-      .orderBy('change_seq')
-      .limit(range.limit)
-      .execute();
+    return prepared(
+      db
+        .selectFrom(table)
+        .select([...PUBLIC_NAMED_RESOURCE_COLUMNS, 'change_seq', 'changed_at'])
+        .select((eb) => eb.case().when(isPublicNamedResource(eb)).then(1).else(0).end().as('visible'))
+        .where(inRange(accountId, range))
+        .orderBy('change_seq')
+        .limit(range.limit),
+      db,
+    );
   },
 
   /** `created_seq` of the account's rows among `ids` (those still there): when each entered the view. */
