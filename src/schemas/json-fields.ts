@@ -1,7 +1,8 @@
 import { IsInteger, IsNumber, IsUnion, type TObject, type TSchema } from 'typebox';
+import { IncidentSchema } from './public.ts';
 
 /** A field of a record as JSON: its name and whether its value is a string or a number. */
-export interface JsonFieldOf {
+interface JsonFieldOf {
   name: string;
   kind: 'string' | 'number';
 }
@@ -15,8 +16,11 @@ const isNumber = (schema: TSchema): boolean =>
  * them in, which the readers that write JSON without an object (an export's copy, a page of the
  * changes feed) follow.
  */
-export const jsonFieldsOf = (schema: TObject): JsonFieldOf[] =>
+const jsonFieldsOf = (schema: TObject): JsonFieldOf[] =>
   Object.entries(schema.properties).map(([name, type]) => ({
     name,
     kind: isNumber(type) ? 'number' : 'string',
   }));
+
+/** An incident's fields as the list writes them: what an export's copy and a feed page's COPY write. */
+export const INCIDENT_FIELDS = jsonFieldsOf(IncidentSchema);

@@ -8,8 +8,8 @@ import {
 import type { NamedResourceTable } from '../db/repositories/named-resources.ts';
 import type { Database } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
-import { type Change, IncidentSchema, toIncident } from '../schemas/public.ts';
-import { jsonFieldsOf } from '../schemas/json-fields.ts';
+import { type Change, toIncident } from '../schemas/public.ts';
+import { INCIDENT_FIELDS } from '../schemas/json-fields.ts';
 import { CopyToNdjson, type CopyColumn, objectColumns } from '../db/copy-ndjson.ts';
 import { changeCursors } from './change-cursor.ts';
 import { NAMED_RESOURCE_TABLES } from './directory-service.ts';
@@ -132,8 +132,6 @@ interface RenderedChange {
   seq: number;
   json: string | Uint8Array;
 }
-
-const INCIDENT_FIELDS = jsonFieldsOf(IncidentSchema);
 
 /**
  * How a COPY row of `changeRepository.incidentsCopied` is written (src/db/copy-ndjson.ts): the

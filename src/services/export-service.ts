@@ -18,7 +18,7 @@ import {
   toIncident,
   UserSchema,
 } from '../schemas/public.ts';
-import { jsonFieldsOf } from '../schemas/json-fields.ts';
+import { INCIDENT_FIELDS } from '../schemas/json-fields.ts';
 import { csvLine } from '../lib/csv.ts';
 import { changeCursors } from './change-cursor.ts';
 
@@ -106,8 +106,6 @@ function isText(schema: TSchema): boolean {
 
 const columnsOf = (schema: TObject): Column[] =>
   Object.entries(schema.properties).map(([name, type]) => ({ name, text: isText(type) }));
-
-const INCIDENT_FIELDS = jsonFieldsOf(IncidentSchema);
 
 /** Walks a by-name list (users, departments, locations) in chunks, dropping the walk's key. */
 async function* byName<Row extends NameKey>(

@@ -404,17 +404,25 @@ for (const store of STORES) {
       );
     });
 
-    test('a record moved to another account deep in a large batch is named by its line', async () => {
+    /**
+     * An incident stored in an account of its own (`taken`), the incidents stored then (`before`),
+     * and the records of a new account with `incidents` incidents, for a test to put `taken`'s id in.
+     */
+    async function takenAndANewAccount(incidents: number) {
       const owner = randomUUID();
       const taken = incident(owner, 1, '2025-01-01T00:00:00Z');
       await importFile(ctx.db, ndjson([account(owner), taken]));
       const before = await count('incidents');
-
       const other = randomUUID();
       const records: object[] = [account(other)];
-      for (let i = 0; i < 4500; i += 1) {
+      for (let i = 0; i < incidents; i += 1) {
         records.push(incident(other, i + 1, new Date(Date.UTC(2025, 0, 1) + i * 1000).toISOString()));
       }
+      return { taken, before, records };
+    }
+
+    test('a record moved to another account deep in a large batch is named by its line', async () => {
+      const { taken, before, records } = await takenAndANewAccount(4500);
       // Line 2,702: after at least one full batch was written, neither first nor last in its own.
       records[2701] = { ...(records[2701] as object), id: taken.id };
       await assert.rejects(
@@ -429,20 +437,11 @@ for (const store of STORES) {
         .select('account_id')
         .where('id', '=', taken.id)
         .executeTakeFirstOrThrow();
-      assert.equal(still.account_id, owner);
+      assert.equal(still.account_id, taken.account_id);
     });
 
     test('a record refused in an earlier batch is reported, not a bad line the reader met further on', async () => {
-      const owner = randomUUID();
-      const taken = incident(owner, 1, '2025-01-01T00:00:00Z');
-      await importFile(ctx.db, ndjson([account(owner), taken]));
-      const before = await count('incidents');
-
-      const other = randomUUID();
-      const records: object[] = [account(other)];
-      for (let i = 0; i < 3500; i += 1) {
-        records.push(incident(other, i + 1, new Date(Date.UTC(2025, 0, 1) + i * 1000).toISOString()));
-      }
+      const { taken, before, records } = await takenAndANewAccount(3500);
       // Line 1,502, in the first batch; line 3,001, in the second, is one the reading thread (which
       // reads ahead of the writes) refuses.
       records[1501] = { ...(records[1501] as object), id: taken.id };
