@@ -15,17 +15,16 @@ import {
   sql,
 } from 'kysely';
 import pg from 'pg';
-import { to as copyTo } from 'pg-copy-streams';
 import { type CacheBudgets, cacheBudgets, DEFAULT_CACHE_MAX_MB } from '../config.ts';
 import { CommitWatch } from './commit-watch.ts';
 import { withStatementCache } from './statement-cache.ts';
 import type { Database } from './schema.ts';
 import {
+  copyOutOf,
   postgresSnapshots,
   registerSnapshots,
   sharedSnapshots,
   sqliteSnapshots,
-  withLiterals,
 } from './snapshot.ts';
 import { type BusyRetryOptions, ServerSqliteDialect } from './sqlite-driver.ts';
 import {
@@ -279,9 +278,7 @@ class PreparingClient extends pg.Client {
     text: string,
     parameters: unknown[],
   ): Promise<{ rows: CopiedRows[]; command: string }> {
-    const stream: Readable = super.query(
-      copyTo(`COPY (${withLiterals({ sql: text, parameters }, this)}) TO STDOUT`),
-    );
+    const stream: Readable = super.query(copyOutOf({ sql: text, parameters }, this));
     const chunks: Buffer[] = [];
     for await (const chunk of stream) chunks.push(chunk as Buffer);
     return { rows: [{ copy: Buffer.concat(chunks) }], command: 'COPY' };

@@ -124,7 +124,7 @@ export function postgresSnapshots(
        */
       async function* copyOut(query: CompiledQuery): AsyncGenerator<Buffer> {
         await sql`set local statement_timeout = 0`.execute(db);
-        const rows: Readable = client.query(copyTo(`COPY (${withLiterals(query, client)}) TO STDOUT`));
+        const rows: Readable = client.query(copyOutOf(query, client));
         healthy = false;
         const end = (error: Error) => () => {
           rows.destroy(error);
@@ -180,12 +180,23 @@ export function postgresSnapshots(
 }
 
 /**
+ * `COPY (query) TO STDOUT` as pg-copy-streams submits it: a readable stream of the rows in COPY's
+ * text format. Used by `copyOut` here and by queries marked `copiedOnPostgres` (database.ts).
+ */
+export function copyOutOf(
+  query: Pick<CompiledQuery, 'sql' | 'parameters'>,
+  client: Pick<pg.Client, 'escapeLiteral'>,
+): ReturnType<typeof copyTo> {
+  return copyTo(`COPY (${withLiterals(query, client)}) TO STDOUT`);
+}
+
+/**
  * The statement of `query` with its parameters written in as literals: COPY takes no bind
  * parameters. Strings are escaped by the driver (`escapeLiteral`), numbers written as numbers;
  * anything else is refused. The statements given here are built by Kysely, whose SQL holds no
  * literal of its own where a `$n` could be mistaken for a parameter.
  */
-export function withLiterals(
+function withLiterals(
   { sql: text, parameters }: Pick<CompiledQuery, 'sql' | 'parameters'>,
   client: Pick<pg.Client, 'escapeLiteral'>,
 ): string {
