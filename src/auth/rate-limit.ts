@@ -65,7 +65,8 @@ class CountedFallbackLimiter extends RateLimiterMemory {
   }
 
   override consume(...args: Parameters<RateLimiterMemory['consume']>): Promise<RateLimiterRes> {
-    this.uses.inc();
+    // One count may carry several requests (`PublicRateLimiter.countTurn`), and refunds do not pass here.
+    this.uses.inc(args[1] ?? 1);
     this.onUse();
     return super.consume(...args);
   }
@@ -137,6 +138,13 @@ class GenerationReadingLimiter extends RateLimiterRedis {
   }
 }
 
+/** A request waiting for its count: its key's allowance, and where its window goes. */
+interface WaitingRequest {
+  allowance: number;
+  resolve: (window: RateLimitWindow) => void;
+  reject: (error: unknown) => void;
+}
+
 export class PublicRateLimiter {
   /** Redis with the in-memory insurance count, or the in-memory count alone without Redis. */
   private readonly shared: RateLimiterAbstract;
@@ -146,6 +154,8 @@ export class PublicRateLimiter {
   /** Window ends as first seen, per key (see `stableEnd`), within CACHE_MAX_MB's share. */
   private readonly windowEnds: Lru<string, number>;
   private readonly sameWindowMs: number;
+  /** With Redis: the requests waiting for this turn's count, by key (`countTurn`). */
+  private readonly waiting = new Map<string, WaitingRequest[]>();
   /** Requests counted per instance because Redis failed or timed out; `/metrics` registers it. */
   readonly fallbackCounter = new Counter({
     name: 'rate_limiter_fallback_total',
@@ -219,21 +229,65 @@ export class PublicRateLimiter {
     return this.fallback !== null && Date.now() < this.redisSuspectUntil ? this.fallback : this.shared;
   }
 
-  /** Counts one request of `keyId`; a refused request is not counted. */
-  async consume(keyId: string, allowance: number): Promise<RateLimitWindow> {
-    const res = await this.limiter.consume(keyId, 1);
+  /**
+   * Counts one request of `keyId`; a refused request is not counted. With Redis, the requests of a
+   * key that arrive in one turn of the event loop are counted together (`countTurn`).
+   */
+  consume(keyId: string, allowance: number): Promise<RateLimitWindow> {
+    if (this.fallback === null)
+      return this.count(keyId, [allowance]).then(([window]) => window as RateLimitWindow);
+    let waiting = this.waiting.get(keyId);
+    if (waiting === undefined) {
+      waiting = [];
+      this.waiting.set(keyId, waiting);
+      if (this.waiting.size === 1) setImmediate(() => this.countTurn());
+    }
+    const requests = waiting;
+    return new Promise((resolve, reject) => requests.push({ allowance, resolve, reject }));
+  }
+
+  /**
+   * Counts the requests that waited during this turn, one store command per key however many
+   * requests it had: under load a turn carries dozens of requests, often of one key, and the
+   * Redis round trip is most of what such a request costs (docs/performance.md, "Page 1: what a
+   * request costs"). Adding n at once and giving the i-th request the count `before + i` is what n
+   * separate increments in a row would have done, so every request gets the answer it would have
+   * got alone. Runs in the check phase, after the poll phase that read the requests.
+   */
+  private countTurn(): void {
+    const turn = [...this.waiting];
+    this.waiting.clear();
+    for (const [keyId, requests] of turn) {
+      this.count(
+        keyId,
+        requests.map((r) => r.allowance),
+      ).then(
+        (windows) => requests.forEach((r, i) => r.resolve(windows[i] as RateLimitWindow)),
+        (error: unknown) => requests.forEach((r) => r.reject(error)),
+      );
+    }
+  }
+
+  /** Counts one request of `keyId` per allowance, in order; the refused ones are given back. */
+  private async count(keyId: string, allowances: number[]): Promise<RateLimitWindow[]> {
+    const res = await this.limiter.consume(keyId, allowances.length);
     const now = Date.now();
     const endsAtMs = this.stableEnd(keyId, now + Math.max(res.msBeforeNext, 0));
-    const window = {
-      generation: res instanceof CountWithGeneration ? res.generation : null,
-      allowed: res.consumedPoints <= allowance,
-      endsAtMs,
-      remaining: Math.max(allowance - res.consumedPoints, 0),
-      resetEpochSeconds: Math.ceil(endsAtMs / 1000),
-      retryAfterSeconds: Math.max(Math.ceil((endsAtMs - now) / 1000), 1),
-    };
-    if (!window.allowed) await this.refund(keyId, window);
-    return window;
+    const before = res.consumedPoints - allowances.length;
+    const windows = allowances.map((allowance, i) => {
+      const consumed = before + i + 1;
+      return {
+        generation: res instanceof CountWithGeneration ? res.generation : null,
+        allowed: consumed <= allowance,
+        endsAtMs,
+        remaining: Math.max(allowance - consumed, 0),
+        resetEpochSeconds: Math.ceil(endsAtMs / 1000),
+        retryAfterSeconds: Math.max(Math.ceil((endsAtMs - now) / 1000), 1),
+      };
+    });
+    const refused = windows.filter((window) => !window.allowed);
+    if (refused[0] !== undefined) await this.refund(keyId, refused[0], refused.length);
+    return windows;
   }
 
   /**
@@ -251,18 +305,18 @@ export class PublicRateLimiter {
   }
 
   /**
-   * Gives back one request counted in `window` (a 304 or a refused request does not count), but
-   * only within that same window: once it has rolled over, the request belongs to a count that
-   * no longer exists, and there is nothing to give back. Says whether it gave the request back.
+   * Gives back `requests` requests counted in `window` (a 304 or a refused request does not
+   * count), but only within that same window: once it has rolled over, the requests belong to a
+   * count that no longer exists, and there is nothing to give back. Says whether it gave them back.
    */
-  async refund(keyId: string, window: RateLimitWindow): Promise<boolean> {
+  async refund(keyId: string, window: RateLimitWindow, requests = 1): Promise<boolean> {
     const current = await this.limiter.get(keyId);
     if (current === null || current.msBeforeNext <= REFUND_MARGIN_MS) return false;
     // The same window ends when it ended at counting (up to the store's round trips); any later
     // window ends at least a whole window later.
     const endsAtMs = Date.now() + current.msBeforeNext;
     if (Math.abs(endsAtMs - window.endsAtMs) >= (this.windowSeconds * 1000) / 2) return false;
-    await this.limiter.reward(keyId, 1);
+    await this.limiter.reward(keyId, requests);
     return true;
   }
 }

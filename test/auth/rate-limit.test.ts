@@ -121,6 +121,42 @@ if (STORES.includes('postgres')) {
       });
     });
 
+    test('requests of one key arriving together: one count for all, each its own remaining, the refused given back', async () => {
+      const allowance = 12;
+      const accountId = await seedAccount(ctx.db, { rate_limit_per_hour: allowance });
+      await seedIncidents(ctx.db, accountId, 3);
+      const key = await seedKey(ctx.db, accountId);
+      const get = () => ctx.app.inject({ url: '/api/v1/public/incidents', headers: bearer(key.rawKey) });
+      assert.equal((await get()).statusCode, 200, 'the row is read and remembered');
+
+      const before = await commandCalls(probe);
+      const responses = await Promise.all(Array.from({ length: 20 }, get));
+      const after = await commandCalls(probe);
+      const sent = (name: string) => (after.get(name) ?? 0) - (before.get(name) ?? 0);
+
+      const allowed = responses.filter((r) => r.statusCode === 200);
+      assert.equal(allowed.length, allowance - 1, 'exactly what was left of the allowance');
+      assert.deepEqual(
+        allowed.map((r) => Number(r.headers['x-ratelimit-remaining'])).sort((a, b) => b - a),
+        Array.from({ length: allowance - 1 }, (_, i) => allowance - 2 - i),
+        'each allowed request counted once, in turn',
+      );
+      for (const refused of responses.filter((r) => r.statusCode !== 200)) {
+        assert.equal(refused.statusCode, 429);
+        assert.equal(refused.json().error, 'RATE_LIMIT_EXCEEDED');
+        assert.equal(refused.headers['x-ratelimit-remaining'], '0');
+      }
+      assert.ok(
+        sent('evalsha') < responses.length,
+        `${sent('evalsha')} counts for ${responses.length} requests`,
+      );
+      assert.equal(
+        Number(await probe.get(`safety-api:rl:${key.id}`)),
+        allowance,
+        'the refused ones not kept',
+      );
+    });
+
     test('after a write on another instance, the count is given back and the row read again', async () => {
       const accountId = await seedAccount(ctx.db, { rate_limit_per_hour: 1000 });
       const key = await seedKey(ctx.db, accountId);
