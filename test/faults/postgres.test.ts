@@ -4,7 +4,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import * as oidc from 'openid-client';
 import pg from 'pg';
 import { INTEGRATIONS_PATH, OAUTH_PATH } from '../../src/paths.ts';
-import { bearer, STORES, seedAccount, seedKey } from '../helpers.ts';
+import { bearer, STORES, seedAccount, seedIncidents, seedKey } from '../helpers.ts';
 import { discover, seedClient } from '../oauth/harness.ts';
 import { AdminClient, seedUser as seedAdmin } from '../routes/admin/admin-helpers.ts';
 import {
@@ -247,6 +247,291 @@ if (STORES.includes('postgres')) {
       assert.equal((await tokenPost()).statusCode, 200);
 
       await assertOneOutageLogged(ctx, linesBefore);
+    });
+  });
+
+  /**
+   * PostgreSQL streams through `COPY (…) TO STDOUT` an export of incidents as NDJSON (the snapshot's
+   * `copyOut`) and each changes-feed page (`copiedOnPostgres`). An export's response has begun when
+   * its COPY dies: the body's stream fails, and Fastify destroys the socket, so the chunked body
+   * never gets its last chunk and the client's read fails. Rows cut off at a line's end would look
+   * like a whole NDJSON file: only that failure tells the client. A feed page is read whole before
+   * it is answered, so it is a 503.
+   */
+  describe('PostgreSQL COPY backend killed mid-stream (pg_terminate_backend)', () => {
+    /** About 25 MB of NDJSON: far more than the socket buffers and the export's read-ahead hold. */
+    const INCIDENTS = 60_000;
+    const FEED_LIMIT = 1000;
+    let ctx: FaultContext;
+    let rawKey: string;
+    let base: string;
+    let seeded: Set<string>;
+
+    before(async () => {
+      const port = await freePort();
+      base = `http://127.0.0.1:${port}`;
+      ctx = await createFaultContext('postgres');
+      await ctx.app.listen({ port, host: '127.0.0.1' });
+      const accountId = await seedAccount(ctx.db, { rate_limit_per_hour: 100_000 });
+      ({ rawKey } = await seedKey(ctx.db, accountId));
+      const rows = await seedIncidents(ctx.db, accountId, INCIDENTS, (i) => ({
+        description: `${i} ${'x'.repeat(300)}`,
+      }));
+      seeded = new Set(rows.map((row) => row.id));
+    });
+    after(() => ctx?.close());
+
+    /** The test's own database: the only one whose sessions are ever ended here. */
+    function ownDatabase(): string {
+      const name = databaseNameOf(ctx.databaseUrl);
+      assert.ok(name.startsWith('safety_test_'), `refusing to touch database ${name}`);
+      return name;
+    }
+
+    /**
+     * The sessions of the test's own database running a COPY, or between it and their next
+     * statement: `copyOutOf` (src/db/snapshot.ts) sends `COPY (…) TO STDOUT`, for an export's
+     * stream and for each changes-feed page alike.
+     */
+    const COPYING = `from pg_stat_activity where datname = $1 and query like 'COPY (%'`;
+
+    /** Ends those sessions (with `activeOnly`, only those in the middle of it); says how many. */
+    async function terminateCopies(admin: pg.Client, { activeOnly = false } = {}): Promise<number> {
+      const { rows } = await admin.query<{ ended: boolean }>(
+        `select pg_terminate_backend(pid) as ended ${COPYING} and (not $2 or state = 'active')`,
+        [ownDatabase(), activeOnly],
+      );
+      return rows.filter((row) => row.ended).length;
+    }
+
+    /** Once the kills are over: no COPY and no transaction is left open on the database. */
+    async function assertNothingLeftOpen(): Promise<void> {
+      const open = () =>
+        withAdminClient(async (admin) => {
+          const { rows } = await admin.query<{ pid: number; state: string; query: string }>(
+            `select pid, state, left(query, 40) as query from pg_stat_activity
+             where datname = $1 and (query like 'COPY (%' or state like 'idle in transaction%')`,
+            [ownDatabase()],
+          );
+          return rows;
+        });
+      assert.ok(
+        await eventually(async () => (await open()).length === 0, 5000, 50),
+        `sessions left open: ${JSON.stringify(await open())}`,
+      );
+    }
+
+    /** ~20 concurrent ordinary requests, each on the request pool (key check, an incident page). */
+    async function assertOrdinaryRequestsAnswered(): Promise<void> {
+      const answers = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          ctx.app.inject({
+            method: 'GET',
+            url: `/api/v1/public/incidents?limit=50&page=${i + 1}`,
+            headers: bearer(rawKey),
+          }),
+        ),
+      );
+      assert.deepEqual(
+        answers.map((res) => res.statusCode),
+        Array(20).fill(200),
+      );
+    }
+
+    const exportIncidents = () =>
+      fetch(`${base}/api/v1/public/exports/incidents.ndjson`, { headers: bearer(rawKey) });
+
+    test('export: its COPY killed mid-stream, 5 times: each response is cut off (the body read fails, no clean end); then a whole export and other requests', async (t) => {
+      const name = ownDatabase();
+      const cutAfter: number[] = [];
+      await withAdminClient(async (admin) => {
+        // More rounds than the snapshot pool has connections (4): a connection kept by a killed
+        // export would leave a later round waiting for one, then answered 503.
+        for (let round = 0; round < 5; round += 1) {
+          const res = await exportIncidents();
+          assert.equal(res.status, 200, `round ${round}`);
+          assert.match(res.headers.get('content-type') ?? '', /^application\/x-ndjson/);
+          assert.ok(res.headers.get('x-changes-cursor'), 'with its feed position');
+          assert.equal(res.headers.get('content-length'), null, 'streamed, with no length announced');
+          assert.ok(res.body !== null);
+          const reader = res.body.getReader();
+          const received: Uint8Array[] = [];
+          const first = await reader.read();
+          assert.equal(first.done, false);
+          received.push(first.value as Uint8Array);
+          // The client reads no further: the buffers between fill up, and PostgreSQL waits to
+          // send the next rows of the COPY (ClientWrite). The export is mid-stream.
+          assert.ok(
+            await eventually(
+              async () =>
+                (await admin.query(`select pid ${COPYING} and wait_event = 'ClientWrite'`, [name]))
+                  .rowCount === 1,
+              5000,
+              20,
+            ),
+            `round ${round}: the COPY waits for the client`,
+          );
+          assert.equal(await terminateCopies(admin), 1, `round ${round}: one COPY ended`);
+
+          // The client reads on: what was already on its way, then not the end of the body but an
+          // error (the chunked body never gets its last chunk).
+          const failure = await (async () => {
+            for (;;) {
+              const { done, value } = await reader.read();
+              if (done) return null;
+              received.push(value);
+            }
+          })().catch((error: unknown) => error);
+          const text = Buffer.concat(received).toString('utf8');
+          const lines = text.split('\n');
+          assert.ok(
+            failure instanceof TypeError,
+            `round ${round}: the body read fails, instead of ending after ${lines.length - 1} of ${INCIDENTS} rows (${String(failure)})`,
+          );
+          assert.equal(failure.message, 'terminated', `round ${round}: ${String(failure.cause)}`);
+          assert.ok(lines.length - 1 < INCIDENTS, `round ${round}: cut short (${lines.length - 1} lines)`);
+          // What came before the cut is the start of the export, row after row.
+          assert.ok(lines.length > 2, `round ${round}: some rows came first`);
+          for (const line of lines.slice(0, -2)) assert.ok(seeded.has(JSON.parse(line).id));
+          cutAfter.push(lines.length - 1);
+        }
+      });
+      t.diagnostic(`rows received before the cut: ${cutAfter.join(', ')} of ${INCIDENTS}`);
+
+      await assertNothingLeftOpen();
+      // The server lives on: a whole export beside 20 ordinary requests.
+      const [whole] = await Promise.all([
+        exportIncidents().then(async (res) => ({ status: res.status, text: await res.text() })),
+        assertOrdinaryRequestsAnswered(),
+      ]);
+      assert.equal(whole.status, 200);
+      assert.ok(whole.text.endsWith('\n'));
+      const ids = whole.text
+        .slice(0, -1)
+        .split('\n')
+        .map((line) => JSON.parse(line).id as string);
+      assert.equal(ids.length, INCIDENTS);
+      assert.deepEqual(new Set(ids), seeded);
+      await assertOrdinaryRequestsAnswered();
+      await assertNothingLeftOpen();
+    });
+
+    interface FeedChange {
+      seq: number;
+      type: string;
+      op: string;
+      id: string;
+      object: { id: string } | null;
+    }
+
+    /** A page of the feed, or `null` for the unavailable answer; anything else fails the test. */
+    async function feedPage(
+      cursor: string | null,
+    ): Promise<{ data: FeedChange[]; next_cursor: string; has_more: boolean } | null> {
+      const res = await ctx.app.inject({
+        method: 'GET',
+        url: `/api/v1/public/changes?limit=${FEED_LIMIT}${cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`}`,
+        headers: bearer(rawKey),
+      });
+      if (res.statusCode !== 200) {
+        assertUnavailable(res, `changes page: ${res.body.slice(0, 200)}`);
+        assert.deepEqual(res.json(), UNAVAILABLE);
+        return null;
+      }
+      assert.match(String(res.headers['content-type']), /^application\/json/);
+      const body = JSON.parse(res.body) as { error: unknown; data: Record<string, unknown> };
+      assert.equal(body.error, false);
+      const { data, next_cursor, has_more } = body.data;
+      assert.ok(Array.isArray(data), 'a data array');
+      assert.equal(typeof next_cursor, 'string');
+      assert.equal(typeof has_more, 'boolean');
+      const changes = data as FeedChange[];
+      if (has_more === true) assert.equal(changes.length, FEED_LIMIT, 'a full page before the end');
+      for (const [i, change] of changes.entries()) {
+        assert.equal(change.type, 'incident');
+        assert.equal(change.op, 'upsert');
+        assert.equal(change.object?.id, change.id);
+        if (i > 0) assert.ok(change.seq > (changes[i - 1] as FeedChange).seq, 'in seq order');
+      }
+      return { data: changes, next_cursor: next_cursor as string, has_more: has_more as boolean };
+    }
+
+    /** Walks on from `cursor` until `until` says stop or the feed has no more; ids in delivery order. */
+    async function walk(
+      from: string | null,
+      until: (pages: number) => boolean = () => false,
+    ): Promise<{ ids: string[]; cursor: string | null; done: boolean; pages: number; unavailable: number }> {
+      const ids: string[] = [];
+      let cursor = from;
+      let pages = 0;
+      let unavailable = 0;
+      for (let attempt = 0; !until(pages); attempt += 1) {
+        assert.ok(attempt < 1000, `the walk goes on (${pages} pages, ${unavailable} unavailable)`);
+        const page = await feedPage(cursor);
+        if (page === null) {
+          // Retried at once from the last good cursor (a real client would wait Retry-After).
+          unavailable += 1;
+          continue;
+        }
+        pages += 1;
+        ids.push(...page.data.map((change) => change.id));
+        cursor = page.next_cursor;
+        if (!page.has_more) return { ids, cursor, done: true, pages, unavailable };
+      }
+      return { ids, cursor, done: false, pages, unavailable };
+    }
+
+    const assertEachOnce = (ids: string[], what: string) => {
+      assert.equal(ids.length, INCIDENTS, `${what}: ${ids.length} changes delivered`);
+      assert.deepEqual(new Set(ids), seeded, `${what}: every incident`);
+    };
+
+    test('feed: COPYs of changes pages killed while a client walks it: each answer a whole page or 503 + Retry-After, never 500; the walk then delivers every incident once', async (t) => {
+      const pagesInAll = Math.ceil(INCIDENTS / FEED_LIMIT);
+      let kills = 0;
+      let killing = true;
+      const killer = withAdminClient(async (admin) => {
+        while (killing) {
+          // Only a COPY under way: the page's rows are on their way when its connection dies.
+          const ended = await terminateCopies(admin, { activeOnly: true });
+          kills += ended;
+          // After a kill, a page or two go through: the walk moves on under fire.
+          await sleep(ended > 0 ? 100 : 1);
+        }
+      });
+      let underFire: Awaited<ReturnType<typeof walk>>;
+      try {
+        // At least half the walk and a few kills, leaving a few pages for after.
+        underFire = await walk(
+          null,
+          (pages) => (pages >= pagesInAll / 2 && kills >= 3) || pages >= pagesInAll - 5,
+        );
+      } finally {
+        killing = false;
+        await killer;
+      }
+      assert.equal(underFire.done, false);
+      assert.ok(kills >= 3, `${kills} COPYs ended while the walk went on`);
+      // Each kill failed the one page whose COPY it ended, as a 503, and nothing more.
+      assert.equal(
+        underFire.unavailable,
+        kills,
+        `${kills} COPYs ended, ${underFire.unavailable} answers 503`,
+      );
+      t.diagnostic(`${kills} COPYs ended in ${underFire.pages + kills} pages asked for`);
+
+      // The kills are over: from the last good cursor, the walk completes.
+      const rest = await walk(underFire.cursor);
+      assert.ok(rest.done);
+      assert.equal(rest.unavailable, 0);
+      assertEachOnce([...underFire.ids, ...rest.ids], 'the walk under fire, continued');
+      // And from the start again.
+      const again = await walk(null);
+      assert.ok(again.done);
+      assertEachOnce(again.ids, 'a walk from the start');
+
+      await assertNothingLeftOpen();
+      await assertOrdinaryRequestsAnswered();
     });
   });
 }
