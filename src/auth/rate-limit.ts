@@ -234,60 +234,75 @@ export class PublicRateLimiter {
    * key that arrive in one turn of the event loop are counted together (`countTurn`).
    */
   consume(keyId: string, allowance: number): Promise<RateLimitWindow> {
-    if (this.fallback === null)
-      return this.count(keyId, [allowance]).then(([window]) => window as RateLimitWindow);
-    let waiting = this.waiting.get(keyId);
-    if (waiting === undefined) {
-      waiting = [];
-      this.waiting.set(keyId, waiting);
+    return new Promise((resolve, reject) => {
+      const request = { allowance, resolve, reject };
+      if (this.fallback === null) {
+        void this.count(keyId, [request]);
+        return;
+      }
+      const waiting = this.waiting.get(keyId);
+      if (waiting !== undefined) {
+        waiting.push(request);
+        return;
+      }
+      this.waiting.set(keyId, [request]);
       if (this.waiting.size === 1) setImmediate(() => this.countTurn());
-    }
-    const requests = waiting;
-    return new Promise((resolve, reject) => requests.push({ allowance, resolve, reject }));
+    });
   }
 
   /**
    * Counts the requests that waited during this turn, one store command per key however many
    * requests it had: under load a turn carries dozens of requests, often of one key, and the
    * Redis round trip is most of what such a request costs (docs/performance.md, "Page 1: what a
-   * request costs"). Adding n at once and giving the i-th request the count `before + i` is what n
-   * separate increments in a row would have done, so every request gets the answer it would have
-   * got alone. Runs in the check phase, after the poll phase that read the requests.
+   * request costs"). Runs in the check phase, after the poll phase that read the requests.
    */
   private countTurn(): void {
     const turn = [...this.waiting];
     this.waiting.clear();
-    for (const [keyId, requests] of turn) {
-      this.count(
-        keyId,
-        requests.map((r) => r.allowance),
-      ).then(
-        (windows) => requests.forEach((r, i) => r.resolve(windows[i] as RateLimitWindow)),
-        (error: unknown) => requests.forEach((r) => r.reject(error)),
-      );
-    }
+    for (const [keyId, requests] of turn) void this.count(keyId, requests);
   }
 
-  /** Counts one request of `keyId` per allowance, in order; the refused ones are given back. */
-  private async count(keyId: string, allowances: number[]): Promise<RateLimitWindow[]> {
-    const res = await this.limiter.consume(keyId, allowances.length);
-    const now = Date.now();
-    const endsAtMs = this.stableEnd(keyId, now + Math.max(res.msBeforeNext, 0));
-    const before = res.consumedPoints - allowances.length;
-    const windows = allowances.map((allowance, i) => {
-      const consumed = before + i + 1;
-      return {
-        generation: res instanceof CountWithGeneration ? res.generation : null,
-        allowed: consumed <= allowance,
-        endsAtMs,
-        remaining: Math.max(allowance - consumed, 0),
-        resetEpochSeconds: Math.ceil(endsAtMs / 1000),
-        retryAfterSeconds: Math.max(Math.ceil((endsAtMs - now) / 1000), 1),
-      };
-    });
-    const refused = windows.filter((window) => !window.allowed);
-    if (refused[0] !== undefined) await this.refund(keyId, refused[0], refused.length);
-    return windows;
+  /**
+   * Counts `requests` of `keyId` with one command and answers each. Adding n at once and giving
+   * the i-th request the count `before + i` is what n separate counts in a row would have done,
+   * so every request gets the answer it would have got alone. The refused ones are given back
+   * before any is answered. Never rejects: a failure is answered to the requests it concerns.
+   */
+  private async count(keyId: string, requests: WaitingRequest[]): Promise<void> {
+    try {
+      const res = await this.limiter.consume(keyId, requests.length);
+      const now = Date.now();
+      const endsAtMs = this.stableEnd(keyId, now + Math.max(res.msBeforeNext, 0));
+      const before = res.consumedPoints - requests.length;
+      const counted = requests.map((request, i) => {
+        const consumed = before + i + 1;
+        const window: RateLimitWindow = {
+          generation: res instanceof CountWithGeneration ? res.generation : null,
+          allowed: consumed <= request.allowance,
+          endsAtMs,
+          remaining: Math.max(request.allowance - consumed, 0),
+          resetEpochSeconds: Math.ceil(endsAtMs / 1000),
+          retryAfterSeconds: Math.max(Math.ceil((endsAtMs - now) / 1000), 1),
+        };
+        return { request, window };
+      });
+      const refused = counted.filter(({ window }) => !window.allowed);
+      // A refund that fails is the refused requests' failure, not the allowed ones'.
+      let refundFailure: { error: unknown } | undefined;
+      if (refused[0] !== undefined) {
+        try {
+          await this.refund(keyId, refused[0].window, refused.length);
+        } catch (error) {
+          refundFailure = { error };
+        }
+      }
+      for (const { request, window } of counted) {
+        if (!window.allowed && refundFailure !== undefined) request.reject(refundFailure.error);
+        else request.resolve(window);
+      }
+    } catch (error) {
+      for (const request of requests) request.reject(error);
+    }
   }
 
   /**
