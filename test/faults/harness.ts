@@ -214,14 +214,19 @@ export async function withAdminClient<T>(work: (client: pg.Client) => Promise<T>
   }
 }
 
-export function databaseNameOf(databaseUrl: string): string {
-  return new URL(databaseUrl).pathname.slice(1);
+/**
+ * The name of the database at `databaseUrl`, which must be one a test created (test/helpers.ts):
+ * the only databases whose sessions and settings a fault test may touch.
+ */
+export function ownDatabaseName(databaseUrl: string): string {
+  const name = new URL(databaseUrl).pathname.slice(1);
+  if (!name.startsWith('safety_test_')) throw new Error(`refusing to touch database ${name}`);
+  return name;
 }
 
 /** Ends every session on the test's own database (never on any other). */
 export async function terminateBackends(databaseUrl: string): Promise<void> {
-  const name = databaseNameOf(databaseUrl);
-  if (!name.startsWith('safety_test_')) throw new Error(`refusing to touch database ${name}`);
+  const name = ownDatabaseName(databaseUrl);
   await withAdminClient((client) =>
     client.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1', [name]),
   );

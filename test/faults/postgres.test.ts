@@ -9,10 +9,10 @@ import { discover, seedClient } from '../oauth/harness.ts';
 import { AdminClient, seedUser as seedAdmin } from '../routes/admin/admin-helpers.ts';
 import {
   createFaultContext,
-  databaseNameOf,
   eventually,
   type FaultContext,
   freePort,
+  ownDatabaseName,
   sleep,
   terminateBackends,
   timed,
@@ -180,8 +180,7 @@ if (STORES.includes('postgres')) {
     });
 
     async function setAllowConnections(allow: boolean): Promise<void> {
-      const name = databaseNameOf(ctx.databaseUrl);
-      assert.ok(name.startsWith('safety_test_'));
+      const name = ownDatabaseName(ctx.databaseUrl);
       await withAdminClient((c) => c.query(`ALTER DATABASE ${name} WITH ALLOW_CONNECTIONS ${allow}`));
     }
 
@@ -282,11 +281,7 @@ if (STORES.includes('postgres')) {
     after(() => ctx?.close());
 
     /** The test's own database: the only one whose sessions are ever ended here. */
-    function ownDatabase(): string {
-      const name = databaseNameOf(ctx.databaseUrl);
-      assert.ok(name.startsWith('safety_test_'), `refusing to touch database ${name}`);
-      return name;
-    }
+    const ownDatabase = () => ownDatabaseName(ctx.databaseUrl);
 
     /**
      * The sessions of the test's own database running a COPY, or between it and their next

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import {
   createFaultContext,
-  databaseNameOf,
+  ownDatabaseName,
   type FaultContext,
   type OwnRedis,
   startRedis,
@@ -94,7 +94,7 @@ if (STORES.includes('postgres')) {
 
     before(async () => {
       ctx = await createFaultContext('postgres');
-      name = databaseNameOf(ctx.databaseUrl);
+      name = ownDatabaseName(ctx.databaseUrl);
       base = await listen(ctx);
     });
     after(async () => {
