@@ -111,15 +111,25 @@ export class Fields {
     if (value === undefined || value === null) this.fail(field, 'is required');
     if (typeof value !== 'string') this.fail(field, `must be a string (got ${this.show(value)})`);
     if (value.trim() === '') this.fail(field, 'must not be empty');
-    if (value.length > maxLength) this.fail(field, `must be at most ${maxLength} characters`);
-    return value;
+    return this.storable(field, value, maxLength);
   }
 
   optionalText(field: string, maxLength: number): string | null {
     const value = this.record[field];
     if (value === undefined || value === null) return null;
     if (typeof value !== 'string') this.fail(field, `must be a string or null (got ${this.show(value)})`);
+    return this.storable(field, value, maxLength);
+  }
+
+  /**
+   * Text both stores keep as it is: PostgreSQL's text holds no NUL character, and neither store
+   * holds half of a UTF-16 surrogate pair (JSON's `\ud800` alone), which only has a meaning paired.
+   */
+  private storable(field: string, value: string, maxLength: number): string {
     if (value.length > maxLength) this.fail(field, `must be at most ${maxLength} characters`);
+    if (value.includes('\0')) this.fail(field, 'must not contain the NUL character (\\u0000)');
+    if (!value.isWellFormed())
+      this.fail(field, 'must be valid Unicode: it holds a lone surrogate (\\ud800–\\udfff)');
     return value;
   }
 

@@ -284,6 +284,21 @@ for (const store of STORES) {
           ndjson([...good, { type: 'account', id: randomUUID(), name: 'Y', api_access: 'yes' }]),
           /^line 3: field "api_access" must be true or false/,
         ],
+        [
+          ndjson([...good, incident(fresh, 2, '2025-01-01T00:00:00Z', { description: 'a\u0000b' })]),
+          /^line 3: field "description" must not contain the NUL character/,
+        ],
+        [
+          ndjson([
+            ...good,
+            incident(fresh, 2, '2025-01-01T00:00:00Z', { location: 'half \ud83d of a pair' }),
+          ]),
+          /^line 3: field "location" must be valid Unicode: it holds a lone surrogate/,
+        ],
+        [
+          ndjson([...good, incident(fresh, 2, '2025-01-01T00:00:00Z', { status: '\udc00' })]),
+          /^line 3: field "status" must be valid Unicode/,
+        ],
       ];
       for (const [path, expected] of cases) {
         await assert.rejects(importFile(ctx.db, path), (error: Error) => {
