@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { importFile } from '../../src/import/import.ts';
-import { account, dir, incident, json, ndjson } from './files.ts';
+import { account, dir, incident, json, minute, ndjson } from './files.ts';
 import { bearer, createTestContext, STORES, seedKey, type TestContext } from '../helpers.ts';
 
 for (const store of STORES) {
@@ -478,7 +478,8 @@ for (const store of STORES) {
         const extra =
           i % 2 === 0
             ? {
-                description: `Ünïcode "quoted" \\ line\nbreak ${i}`,
+                // Every character COPY's text format escapes, and text that looks like its NULL.
+                description: `Ünïcode "quoted" \\ line\nbreak\ttab\rCR \\N ${i}`,
                 location: 'Dock',
                 incident_date: '2025-01-01',
               }
@@ -532,6 +533,52 @@ for (const store of STORES) {
         { id: sent[4000]?.id, change_seq: 8501, created_seq: 4001 },
       ]);
       assert.equal(await version(), 9000);
+    });
+
+    test('new incidents, then stored ones and one met twice, over several batches: loaded as one upsert', async () => {
+      const target = randomUUID();
+      const stored = Array.from({ length: 2500 }, (_, i) => incident(target, i + 1, minute(i)));
+      await importFile(ctx.db, ndjson([account(target), ...stored]));
+
+      const fresh = Array.from({ length: 3000 }, (_, i) => incident(target, 5000 + i, minute(10_000 + i)));
+      const updates = stored.slice(0, 10).map((record) => ({ ...record, status: 'closed' }));
+      const again = { ...fresh[5], description: 'met again' };
+      const last = incident(target, 9999, minute(20_000));
+      const counts = await importFile(ctx.db, ndjson([account(target), ...fresh, ...updates, again, last]));
+      assert.deepEqual(counts, {
+        account: 1,
+        department: 0,
+        location: 0,
+        user: 0,
+        incident: 3012,
+        deleted: {},
+      });
+      const rows = await ctx.db
+        .selectFrom('incidents')
+        .select(['id', 'status', 'description', 'change_seq'])
+        .where('account_id', '=', target)
+        .execute();
+      assert.equal(rows.length, 5501);
+      const byId = new Map(rows.map((row) => [row.id, row]));
+      // Each record takes the feed seq of its line: the file's first incident is seq 2501.
+      for (const [index, record] of updates.entries()) {
+        assert.deepEqual(byId.get(record.id), {
+          id: record.id,
+          status: 'closed',
+          description: null,
+          change_seq: 2500 + 3000 + index + 1,
+        });
+      }
+      assert.deepEqual(byId.get(again.id as string), {
+        id: again.id,
+        status: 'open',
+        description: 'met again',
+        change_seq: 2500 + 3011,
+      });
+      assert.equal(byId.get(fresh[6]?.id as string)?.change_seq, 2500 + 7);
+      assert.equal(byId.get(last.id)?.change_seq, 2500 + 3012);
+      assert.equal(rows.filter((row) => row.status === 'closed').length, 10);
+      await assertPagedInOrder(target);
     });
 
     test('multi-byte characters survive reads of any size, and a line longer than a read counts once', async () => {

@@ -1,4 +1,7 @@
 import { CompiledQuery, type Kysely, type RawBuilder, type Selectable, SqliteAdapter, sql } from 'kysely';
+import pg from 'pg';
+import { copyText } from '../copy-text.ts';
+import { copyInOnPostgres } from '../database.ts';
 import type { Database, IncidentsTable } from '../schema.ts';
 import { anyColumnChanged, type ChangeStamp } from './change-stamp.ts';
 
@@ -182,6 +185,16 @@ export function incidentFieldSql(field: string): RawBuilder<unknown> {
   return sql.ref(field);
 }
 
+/** `insertNew` met an incident id that is already stored. */
+export class IncidentExistsError extends Error {
+  constructor() {
+    super('an incident with one of these ids is already stored');
+  }
+}
+
+/** Every stored column, in the order `insertNew` copies them. */
+const COPIED_COLUMNS = [...INSERT_COLUMNS, 'position'] as const;
+
 /** What a deletion names: an incident of an account. */
 type IncidentKeyRef = Pick<IncidentInput, 'id' | 'account_id'>;
 
@@ -362,6 +375,47 @@ export const incidentRepository = {
     // batch that holds some existing id (it writes the batch's new rows once more, unchanged).
     const inserted = await run('insertNew');
     return inserted === incidents.length ? inserted : run('upsert');
+  },
+
+  /**
+   * Whether `insertNew` adds new incidents with less work than `upsertMany`: on PostgreSQL, where
+   * `ON CONFLICT` looks every id up before inserting it (about a quarter of the work per row);
+   * SQLite's INSERT OR IGNORE costs no more than an insert.
+   */
+  insertsNewFaster(db: Kysely<Database>): boolean {
+    return !(db.getExecutor().adapter instanceof SqliteAdapter);
+  },
+
+  /**
+   * Adds incidents whose ids are not stored (a file of new incidents, an account's first load): on
+   * PostgreSQL with one `COPY … FROM STDIN`, every row checked by the table's constraints alone;
+   * on SQLite with `upsertMany`'s first statement. Rejects with `IncidentExistsError` when any id
+   * is already stored: the transaction must then be rolled back (PostgreSQL has aborted it
+   * already, SQLite has added the other rows), and the caller starts again with `upsertMany`.
+   */
+  async insertNew(db: Kysely<Database>, incidents: (IncidentInput & ChangeStamp)[]): Promise<void> {
+    if (incidents.length === 0) return;
+    if (db.getExecutor().adapter instanceof SqliteAdapter) {
+      const sqlText = batchSql(db, 'insertNew', incidents.length);
+      const result = await db.executeQuery(CompiledQuery.raw(sqlText, batchParameters(db, incidents)));
+      if (Number(result.numAffectedRows ?? 0) < incidents.length) throw new IncidentExistsError();
+      return;
+    }
+    // A record without a position stores 0, the column's default (see `batchParameters`).
+    for (const incident of incidents) incident.position ??= 0;
+    try {
+      await db.executeQuery(
+        copyInOnPostgres('incidents', COPIED_COLUMNS, copyText(incidents, COPIED_COLUMNS)),
+      );
+    } catch (error) {
+      if (
+        error instanceof pg.DatabaseError &&
+        error.code === '23505' &&
+        error.constraint === 'incidents_pkey'
+      )
+        throw new IncidentExistsError();
+      throw error;
+    }
   },
 
   /**

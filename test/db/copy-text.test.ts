@@ -1,0 +1,121 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
+import pg from 'pg';
+import { copyText, copyValue } from '../../src/db/copy-text.ts';
+import { copyInOnPostgres, type DatabaseHandle, openDatabase } from '../../src/db/database.ts';
+import { createTestDatabase, STORES, type TestDatabase } from '../helpers.ts';
+
+/**
+ * Rows written as COPY text and read by PostgreSQL's own COPY FROM come back exactly as they were:
+ * PostgreSQL's parser is the oracle.
+ */
+
+interface Row {
+  id: number;
+  text: string | null;
+  count: number | null;
+}
+const COLUMNS = ['id', 'text', 'count'] as const;
+
+/** Every character COPY or JSON treats specially, text around them, and text that looks like an escape. */
+function hostileTexts(): (string | null)[] {
+  const singles = Array.from({ length: 0x7f }, (_, i) => String.fromCharCode(i + 1));
+  return [
+    ...singles,
+    ...singles.map((c) => `a${c}b${c}${c}`),
+    '',
+    null,
+    '\\N',
+    'N',
+    '\\.',
+    '\\',
+    '\\\\',
+    '\\t and \\n written out',
+    'tab\there\r\nand a line\rand a CR',
+    'line separator \u2028 and paragraph separator \u2029',
+    'é, 中文, 😀, \u{10ffff}',
+    '\u007f\u0080\u009f',
+    `${'long text, '.repeat(2000)}end`,
+  ];
+}
+
+if (STORES.includes('postgres')) {
+  describe('COPY text into PostgreSQL (postgres)', () => {
+    let database: TestDatabase;
+    let handle: DatabaseHandle;
+
+    before(async () => {
+      database = await createTestDatabase('postgres');
+      handle = openDatabase(database.url);
+      await sql`CREATE TABLE t (id integer PRIMARY KEY, text text, count integer)`.execute(handle.db);
+    });
+    after(async () => {
+      await handle.destroy();
+      await database.drop();
+    });
+
+    test('every character, NULL against the empty string and the text \\N, numbers at their limits: stored as they were', async () => {
+      const counts = [0, -1, 2147483647, -2147483648, null, 42];
+      const rows: Row[] = hostileTexts().map((text, i) => ({
+        id: i + 1,
+        text,
+        count: counts[i % counts.length] ?? null,
+      }));
+      const result = await handle.db.executeQuery(copyInOnPostgres('t', COLUMNS, copyText(rows, COLUMNS)));
+      assert.deepEqual(result.rows, [{ copied: rows.length }]);
+      const stored = await sql<Row>`SELECT id, text, count FROM t ORDER BY id`.execute(handle.db);
+      assert.deepEqual(stored.rows, rows);
+    });
+
+    test('a row that breaks a constraint fails the COPY as PostgreSQL reports it, adds nothing, and the connection goes on', async () => {
+      const before = await sql<{ n: string }>`SELECT count(*) AS n FROM t`.execute(handle.db);
+      const rows: Row[] = [
+        { id: 100_000, text: 'new', count: 1 },
+        { id: 1, text: 'taken', count: 2 },
+      ];
+      await assert.rejects(
+        handle.db.executeQuery(copyInOnPostgres('t', COLUMNS, copyText(rows, COLUMNS))),
+        (error: unknown) => {
+          assert.ok(error instanceof pg.DatabaseError);
+          assert.equal(error.code, '23505');
+          assert.equal(error.constraint, 't_pkey');
+          return true;
+        },
+      );
+      // The pool has one more connection than this test needs: each query may take any of them.
+      for (let i = 0; i < 12; i += 1) {
+        const after = await sql<{ n: string }>`SELECT count(*) AS n FROM t`.execute(handle.db);
+        assert.deepEqual(after.rows, before.rows);
+      }
+    });
+  });
+}
+
+describe('COPY text: values', () => {
+  test('NULL, numbers and the four characters that must be escaped', () => {
+    assert.equal(copyValue(null), '\\N');
+    assert.equal(copyValue(undefined), '\\N');
+    assert.equal(copyValue(-12), '-12');
+    assert.equal(copyValue('a\\b\tc\nd\re'), 'a\\\\b\\tc\\nd\\re');
+    assert.equal(copyValue('plain "text", é'), 'plain "text", é');
+  });
+
+  test('a number PostgreSQL cannot read is refused, not written', () => {
+    assert.throws(() => copyValue(Number.NaN), /not a number PostgreSQL reads/);
+    assert.throws(() => copyValue(Number.POSITIVE_INFINITY), /not a number PostgreSQL reads/);
+  });
+
+  test('rows: columns in the order given, tab-separated, one line each', () => {
+    assert.equal(
+      copyText(
+        [
+          { a: 1, b: 'x', c: null },
+          { a: 2, b: 'y\tz', c: 'w' },
+        ],
+        ['c', 'a', 'b'],
+      ),
+      '\\N\t1\tx\nw\t2\ty\\tz\n',
+    );
+  });
+});
