@@ -10,6 +10,7 @@ import {
 import { type UserAccountRow, userRepository } from '../db/repositories/users.ts';
 import type { Database } from '../db/schema.ts';
 import { hashPassword, needsRehash, verifyPassword } from './passwords.ts';
+import { isStorableText } from '../lib/storable-text.ts';
 
 /**
  * Signing in with email and password, for every form that takes them (the admin panel and the
@@ -99,7 +100,10 @@ export class SignIn {
       return throttled(email.msBeforeNext);
     }
 
-    const user = await userRepository.findByEmail(db, input.email.trim());
+    // An email no store can hold (a NUL character, say) is no user's, and is not looked up.
+    const user = isStorableText(input.email)
+      ? await userRepository.findByEmail(db, input.email.trim())
+      : undefined;
     const stored = user?.password_hash ?? null;
     const verified = await verifyPassword(input.password, stored ?? (await this.decoyHash()));
     if (user === undefined || stored === null || !verified) return { outcome: 'incorrect' };

@@ -13,6 +13,7 @@ import { type UserInput, userRepository } from '../db/repositories/users.ts';
 import { oauthPayloadRepository } from '../db/repositories/oauth-payloads.ts';
 import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
+import { storageProblem } from '../lib/storable-text.ts';
 
 /**
  * The record types an import takes, and how each one's records are validated and written. Each
@@ -121,15 +122,11 @@ export class Fields {
     return this.storable(field, value, maxLength);
   }
 
-  /**
-   * Text both stores keep as it is: PostgreSQL's text holds no NUL character, and neither store
-   * holds half of a UTF-16 surrogate pair (JSON's `\ud800` alone), which only has a meaning paired.
-   */
+  /** Text both stores keep as it is (`storageProblem`), within `maxLength`. */
   private storable(field: string, value: string, maxLength: number): string {
     if (value.length > maxLength) this.fail(field, `must be at most ${maxLength} characters`);
-    if (value.includes('\0')) this.fail(field, 'must not contain the NUL character (\\u0000)');
-    if (!value.isWellFormed())
-      this.fail(field, 'must be valid Unicode: it holds a lone surrogate (\\ud800–\\udfff)');
+    const problem = storageProblem(value);
+    if (problem !== null) this.fail(field, problem);
     return value;
   }
 

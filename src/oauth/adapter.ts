@@ -5,6 +5,7 @@ import { oauthClientRepository } from '../db/repositories/oauth-clients.ts';
 import { oauthPayloadRepository } from '../db/repositories/oauth-payloads.ts';
 import type { Database } from '../db/schema.ts';
 import { previousSecretHashInForce, redirectUrisOf } from '../services/oauth-client-service.ts';
+import { isStorableText } from '../lib/storable-text.ts';
 import { ALL_SCOPES } from './scopes.ts';
 
 /**
@@ -45,6 +46,8 @@ class ClientAdapter implements Adapter {
   constructor(private readonly db: Kysely<Database>) {}
 
   async find(clientId: string): Promise<AdapterPayload | undefined> {
+    // A client id from a request that no client can have is unknown, as any other (invalid_client).
+    if (!isStorableText(clientId)) return undefined;
     // The plan is read with the client: the check costs no extra round trip.
     const row = await oauthClientRepository.findWithPlanById(this.db, clientId);
     if (row === undefined) return undefined;
@@ -185,6 +188,8 @@ class PayloadAdapter implements Adapter {
     column: 'id' | 'uid' | 'user_code',
     value: string,
   ): Promise<AdapterPayload | undefined> {
+    // A value from a request (a `request_uri`, say) that nothing stored can have is unknown.
+    if (!isStorableText(value)) return undefined;
     const row = await oauthPayloadRepository.findUnexpired(
       this.db,
       this.model,

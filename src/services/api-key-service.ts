@@ -17,6 +17,8 @@ import {
 import { type AuditEventRow, auditRepository } from '../db/repositories/audit-events.ts';
 import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
+import { isStorableText } from '../lib/storable-text.ts';
+import { storableText } from './input-text.ts';
 
 /**
  * The API key lifecycle, shared by the CLI and the admin panel: every change is validated here,
@@ -118,7 +120,7 @@ function parseName(value: string): string {
   if (name === '') throw new InputError('name must not be empty');
   if (name.length > MAX_NAME_LENGTH)
     throw new InputError(`name must be at most ${MAX_NAME_LENGTH} characters`);
-  return name;
+  return storableText('name', name);
 }
 
 /**
@@ -145,8 +147,13 @@ export function parseExpiry(value: string, now: Date): string {
   return new Date(expires).toISOString();
 }
 
+/** The key with this id; an id no key can have (`isStorableText`) is looked up in no store. */
+async function findKey(db: Kysely<Database>, keyId: string): Promise<ApiKeyRow | undefined> {
+  return isStorableText(keyId) ? apiKeyRepository.findById(db, keyId) : undefined;
+}
+
 async function requireKey(db: Kysely<Database>, keyId: string, accountId?: string): Promise<ApiKeyRow> {
-  const key = await apiKeyRepository.findById(db, keyId);
+  const key = await findKey(db, keyId);
   // A key of another account is reported exactly like a missing one.
   if (key === undefined || (accountId !== undefined && key.account_id !== accountId)) {
     throw new InputError(`no API key with id "${keyId}"`);
@@ -214,6 +221,8 @@ export const apiKeyService = {
     request: KeyListRequest,
     now: Date = new Date(),
   ): Promise<{ keys: ApiKeyView[]; total: number; pages: number }> {
+    // No name or prefix holds such a search, and PostgreSQL would refuse the query.
+    if (!isStorableText(request.search)) return { keys: [], total: 0, pages: 1 };
     const { rows, total } = await apiKeyRepository.findPage(db, accountId, {
       search: request.search,
       state: request.state,
@@ -316,7 +325,7 @@ export const apiKeyService = {
 
   /** The key if it belongs to the account; another account's key is as absent as a missing one. */
   async findOwn(db: Kysely<Database>, keyId: string, accountId: string): Promise<ApiKeyView | null> {
-    const row = await apiKeyRepository.findById(db, keyId);
+    const row = await findKey(db, keyId);
     return row === undefined || row.account_id !== accountId ? null : toView(row);
   },
 

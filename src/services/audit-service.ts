@@ -8,6 +8,7 @@ import {
 import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
 import { csvLine } from '../lib/csv.ts';
+import { storableText } from './input-text.ts';
 import { userService } from './user-service.ts';
 
 /**
@@ -59,9 +60,10 @@ export interface AuditPage {
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
 const DAY_MS = 24 * 3600_000;
 
-function filled(value: string | undefined): string | undefined {
-  const trimmed = value?.trim();
-  return trimmed === undefined || trimmed === '' ? undefined : trimmed;
+/** A parameter's value, trimmed, or undefined when blank; refused, naming it, if no store could hold it. */
+function filled(query: AuditQuery, field: keyof AuditQuery): string | undefined {
+  const trimmed = query[field]?.trim();
+  return trimmed === undefined || trimmed === '' ? undefined : storableText(field, trimmed);
 }
 
 /** Midnight UTC of a YYYY-MM-DD day, `plusDays` later; a day that does not exist is refused. */
@@ -76,29 +78,29 @@ function dayStart(value: string, field: string, plusDays: number): string {
 /** The repository filter for a query; throws InputError naming the bad parameter. */
 export function auditFilterOf(query: AuditQuery): AuditFilter {
   const filter: AuditFilter = {};
-  const actor = filled(query.actor);
+  const actor = filled(query, 'actor');
   if (actor !== undefined) filter.actor = actor;
-  const subjectType = filled(query.subject_type);
+  const subjectType = filled(query, 'subject_type');
   if (subjectType !== undefined) {
     if (!Object.hasOwn(AUDIT_SUBJECTS, subjectType)) {
       throw new InputError(`subject_type must be one of ${Object.keys(AUDIT_SUBJECTS).join(', ')}`);
     }
     filter.subjectType = subjectType as AuditSubject;
   }
-  const subjectId = filled(query.subject_id);
+  const subjectId = filled(query, 'subject_id');
   if (subjectId !== undefined) filter.subjectId = subjectId;
-  const action = filled(query.action);
+  const action = filled(query, 'action');
   if (action !== undefined) filter.action = action;
-  const from = filled(query.from);
+  const from = filled(query, 'from');
   if (from !== undefined) filter.from = dayStart(from, 'from', 0);
-  const to = filled(query.to);
+  const to = filled(query, 'to');
   // `to` is a whole day: events before the next midnight.
   if (to !== undefined) filter.until = dayStart(to, 'to', 1);
   return filter;
 }
 
 function beforeOf(query: AuditQuery): number | undefined {
-  const before = filled(query.before);
+  const before = filled(query, 'before');
   if (before === undefined) return undefined;
   if (!/^[1-9]\d{0,15}$/.test(before)) throw new InputError('before must be a positive whole number');
   return Number(before);

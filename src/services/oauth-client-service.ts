@@ -7,6 +7,8 @@ import { type ClientGrantRow, oauthPayloadRepository } from '../db/repositories/
 import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
 import { type Actor, parseOverlap, ROLL_OVERLAPS } from './api-key-service.ts';
+import { isStorableText } from '../lib/storable-text.ts';
+import { storableText } from './input-text.ts';
 
 /**
  * Registration of OAuth clients, shared by the CLI and the admin panel. A client belongs to one
@@ -127,7 +129,7 @@ export const oauthClientService = {
     db: Kysely<Database>,
     input: NewOauthClient,
   ): Promise<{ client: OauthClientView; clientSecret: string | null }> {
-    const name = input.name.trim();
+    const name = storableText('the client name', input.name.trim());
     if (name === '' || name.length > MAX_NAME_LENGTH) {
       throw new InputError(`the client name must be 1 to ${MAX_NAME_LENGTH} characters`);
     }
@@ -162,7 +164,7 @@ export const oauthClientService = {
 
   /** The client if it belongs to the account; another account's client is as absent as a missing one. */
   async findOwn(db: Kysely<Database>, clientId: string, accountId: string): Promise<OauthClientView | null> {
-    const row = await oauthClientRepository.findById(db, clientId);
+    const row = await findClient(db, clientId);
     return row === undefined || row.account_id !== accountId ? null : toOauthClientView(row);
   },
 
@@ -242,7 +244,9 @@ export const oauthClientService = {
     accountId?: string,
   ): Promise<void> {
     const client = await ownClient(db, clientId, accountId);
-    if (!(await oauthPayloadRepository.grantBelongsToClient(db, grantId, clientId))) {
+    const grantFound =
+      isStorableText(grantId) && (await oauthPayloadRepository.grantBelongsToClient(db, grantId, clientId));
+    if (!grantFound) {
       throw new InputError(`OAuth client "${clientId}" has no grant with id "${grantId}"`);
     }
     await db.transaction().execute(async (trx) => {
@@ -260,13 +264,18 @@ export const oauthClientService = {
   },
 };
 
+/** The client with this id; an id no client can have (`isStorableText`) is looked up in no store. */
+async function findClient(db: Kysely<Database>, clientId: string): Promise<OauthClientRow | undefined> {
+  return isStorableText(clientId) ? oauthClientRepository.findById(db, clientId) : undefined;
+}
+
 /** The client, if it exists and (when `accountId` is given) belongs to that account. */
 async function ownClient(
   db: Kysely<Database>,
   clientId: string,
   accountId?: string,
 ): Promise<OauthClientRow> {
-  const client = await oauthClientRepository.findById(db, clientId);
+  const client = await findClient(db, clientId);
   if (client === undefined || (accountId !== undefined && client.account_id !== accountId)) {
     throw new InputError(`no OAuth client with id "${clientId}"`);
   }

@@ -18,6 +18,8 @@ import { testEventBody } from '../webhooks/payload.ts';
 import { generateSecret, signedHeaders, signingKeys, testWebhookId } from '../webhooks/signing.ts';
 import { changeCursors } from './change-cursor.ts';
 import { changeFeedService, LATEST_CURSOR } from './change-feed-service.ts';
+import { isStorableText } from '../lib/storable-text.ts';
+import { storableText } from './input-text.ts';
 import { secretBox } from './webhook-secret-box.ts';
 
 /**
@@ -111,7 +113,8 @@ async function requireEndpoint(
   endpointId: string,
   accountId?: string,
 ): Promise<WebhookEndpointRow> {
-  const row = await webhookRepository.findById(db, endpointId);
+  // An id no endpoint can have (`isStorableText`) is looked up in no store.
+  const row = isStorableText(endpointId) ? await webhookRepository.findById(db, endpointId) : undefined;
   // Another account's endpoint is reported exactly like a missing one.
   if (row === undefined || (accountId !== undefined && row.account_id !== accountId))
     throw new InputError(`no webhook endpoint with id "${endpointId}"`);
@@ -127,7 +130,7 @@ function parseDescription(value: string | undefined | null): string | null {
   if (description === '') return null;
   if (description.length > MAX_DESCRIPTION_LENGTH)
     throw new InputError(`description must be at most ${MAX_DESCRIPTION_LENGTH} characters`);
-  return description;
+  return storableText('description', description);
 }
 
 export function parseOverlapHours(value: string | number | undefined): number {

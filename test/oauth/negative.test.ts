@@ -101,6 +101,73 @@ for (const store of STORES) {
       assert.match(await throttled.text(), /Too many failed sign-in attempts/);
     });
 
+    test('a client id or request_uri no store can hold (NUL) is unknown, exactly as any other', async () => {
+      const form = (fields: Record<string, string>): RequestInit => ({
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams(fields).toString(),
+      });
+      const answer = async (path: string, init?: RequestInit) => {
+        const res = await fetch(`${server.issuer.href}${path}`, { redirect: 'manual', ...init });
+        return { status: res.status, location: res.headers.get('location'), body: await res.text() };
+      };
+      const invalidClient = { error: 'invalid_client', error_description: 'client authentication failed' };
+      const challenge =
+        'code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM&code_challenge_method=S256';
+      for (const clientId of ['oc_nobody\u0000', 'oc_nobody']) {
+        const id = encodeURIComponent(clientId);
+        for (const [path, fields] of [
+          ['/token', { grant_type: 'client_credentials', client_id: clientId, client_secret: 'x' }],
+          ['/token/refresh', { refresh_token: 'x', client_id: clientId, client_secret: 'x' }],
+          ['/revoke', { token: 'x', client_id: clientId, client_secret: 'x' }],
+          ['/request', { response_type: 'code', client_id: clientId, client_secret: 'x' }],
+        ] as const) {
+          const res = await answer(path, form(fields));
+          assert.equal(res.status, 401, `${path} ${JSON.stringify(clientId)}`);
+          assert.deepEqual(JSON.parse(res.body), invalidClient);
+        }
+        const signOut = await answer(`/session/end?client_id=${id}`);
+        assert.equal(signOut.status, 400);
+        assert.deepEqual(JSON.parse(signOut.body), {
+          error: 'invalid_client',
+          error_description: 'client is invalid',
+        });
+        const authorize = await answer(
+          `/authorize?client_id=${id}&response_type=code&scope=openid&redirect_uri=${encodeURIComponent(REDIRECT_URI)}&${challenge}`,
+        );
+        assert.equal(authorize.status, 400);
+        assert.equal(authorize.location, null);
+        assert.match(
+          authorize.body,
+          /<h1>The app could not connect<\/h1><p class="error" role="alert">client is invalid<\/p>/,
+        );
+      }
+      for (const requestUri of [
+        'urn:ietf:params:oauth:request_uri:\u0000',
+        'urn:ietf:params:oauth:request_uri:x',
+      ]) {
+        const pushed = await answer(
+          `/authorize?client_id=${client.clientId}&request_uri=${encodeURIComponent(requestUri)}`,
+        );
+        assert.equal(pushed.status, 303);
+        const location = new URL(pushed.location ?? '');
+        assert.equal(location.origin + location.pathname, REDIRECT_URI);
+        assert.equal(location.searchParams.get('error'), 'invalid_request_uri');
+      }
+    });
+
+    test('an email no store can hold (NUL) belongs to no one: the sign-in page says incorrect, as for an unknown email', async () => {
+      const browser = new Browser(server.baseUrl);
+      const form = await openSignInForm(browser);
+      const res = await browser.request(form.action, {
+        ...form.fields,
+        email: `${user.email}\u0000`,
+        password: PASSWORD,
+      });
+      assert.equal(res.status, 401);
+      assert.match(await res.text(), /Email or password is incorrect/);
+    });
+
     test('a form post without the form token is refused', async () => {
       const browser = new Browser(server.baseUrl);
       const form = await openSignInForm(browser);

@@ -125,6 +125,53 @@ for (const store of STORES) {
       assert.equal((await apiKeyService.list(ctx.db, accountId)).length, before);
     });
 
+    test('a name no store can keep (NUL, a lone surrogate) is refused naming the field; nothing changes', async () => {
+      const { id } = await createThroughPanel({ name: 'Kept', scope: 'read' });
+      const before = (await apiKeyService.list(ctx.db, accountId)).length;
+      const page = (await client.get(INTEGRATIONS)).body;
+      const created = await client.submit(page, KEYS, { name: 'Power\u0000BI', scope: 'read' });
+      assert.equal(created.statusCode, 303);
+      assert.equal(created.headers.location, INTEGRATIONS);
+      assert.match(
+        (await client.get(INTEGRATIONS)).body,
+        /The key was not created: name must not contain the NUL character \(\\u0000\)\./,
+      );
+      const lone = await client.submitJson(page, KEYS, { name: 'Power\ud800BI', scope: 'read' });
+      assert.equal(lone.statusCode, 303);
+      assert.match(
+        (await client.get(INTEGRATIONS)).body,
+        /The key was not created: name must be valid Unicode: it holds a lone surrogate \(\\ud800–\\udfff\)\./,
+      );
+      assert.equal((await apiKeyService.list(ctx.db, accountId)).length, before);
+
+      const renamed = await keyAction(id, 'rename', { name: 'Kept\u0000again' });
+      assert.equal(renamed.statusCode, 303);
+      assert.equal(renamed.headers.location, `${KEYS}/${id}`);
+      assert.match(
+        (await client.get(`${KEYS}/${id}`)).body,
+        /Nothing was changed: name must not contain the NUL character \(\\u0000\)\./,
+      );
+      assert.equal((await apiKeyRepository.findById(ctx.db, id))?.name, 'Kept');
+    });
+
+    test('a key id or a search no store can hold finds nothing, as any unknown one does', async () => {
+      const missing = await client.get(`${KEYS}/%00`);
+      assert.equal(missing.statusCode, 404);
+      assert.match(missing.body, /This account has no API key with that id\./);
+      assert.equal((await client.get(`${KEYS}/%00/revoke`)).statusCode, 404);
+      const page = (await client.get(INTEGRATIONS)).body;
+      for (const action of ['rename', 'disable', 'roll']) {
+        const res = await client.submit(page, `${KEYS}/%00/${action}`, { name: 'x', overlap: '1h' });
+        assert.equal(res.statusCode, 303);
+        assert.equal(res.headers.location, INTEGRATIONS);
+        assert.match((await client.get(INTEGRATIONS)).body, /Nothing was changed: no API key with id/);
+      }
+      const search = await client.get(`${INTEGRATIONS}?q=Kept%00`);
+      assert.equal(search.statusCode, 200);
+      assert.doesNotMatch(search.body, /<tr data-key-id=/);
+      assert.match(search.body, /No API keys match\./);
+    });
+
     test('rename, change scope, disable, enable and revoke: each takes effect at once and is audited', async () => {
       const { id, rawKey } = await createThroughPanel({ name: 'Lifecycle', scope: 'read' });
 

@@ -175,13 +175,49 @@ for (const store of STORES) {
           { name: '<script>alert(1)</script>', redirect_uris: 'javascript:alert(1)', type: 'public' },
           /redirect URI &quot;javascript:alert\(1\)&quot; must use https/,
         ],
+        [
+          { name: 'Partner\u0000App', redirect_uris: 'https://ok.example/cb', type: 'public' },
+          /The OAuth client was not registered: the client name must not contain the NUL character \(\\u0000\)\./,
+        ],
       ];
       for (const [form, message] of cases) {
         const page = (await register(form)).body;
         assert.match(page, message);
         assert.match(page, /class="flash flash-error" role="alert"/);
       }
+      const form = (await client.get(INTEGRATIONS)).body;
+      const lone = await client.submitJson(form, CLIENTS, {
+        name: 'Partner\ud800App',
+        redirect_uris: 'https://ok.example/cb',
+        type: 'public',
+      });
+      assert.equal(lone.statusCode, 303);
+      assert.match(
+        (await client.get(INTEGRATIONS)).body,
+        /The OAuth client was not registered: the client name must be valid Unicode: it holds a lone surrogate \(\\ud800–\\udfff\)\./,
+      );
       assert.equal(await count(), before);
+    });
+
+    test('a client or grant id no store can hold is not found, as any unknown one is', async () => {
+      const missing = await client.get(`${CLIENTS}/%00`);
+      assert.equal(missing.statusCode, 404);
+      assert.match(missing.body, /This account has no OAuth client with that id\./);
+      assert.equal((await client.get(`${CLIENTS}/%00/delete`)).statusCode, 404);
+      const page = (await client.get(INTEGRATIONS)).body;
+      const deleted = await client.submit(page, `${CLIENTS}/%00/delete`);
+      assert.equal(deleted.statusCode, 303);
+      assert.equal(deleted.headers.location, INTEGRATIONS);
+      assert.match((await client.get(INTEGRATIONS)).body, /Nothing was changed: no OAuth client with id/);
+
+      const { clientId } = await registerConfidential('Grantless');
+      const revoked = await client.submit(page, `${CLIENTS}/${clientId}/grants/%00/revoke`);
+      assert.equal(revoked.statusCode, 303);
+      assert.equal(revoked.headers.location, `${CLIENTS}/${clientId}`);
+      assert.match(
+        (await client.get(`${CLIENTS}/${clientId}`)).body,
+        new RegExp(`Nothing was changed: OAuth client &quot;${clientId}&quot; has no grant with id`),
+      );
     });
 
     test('delete after a confirmation page: the client is gone and its secret and tokens stop working', async () => {

@@ -137,6 +137,21 @@ for (const store of STORES) {
       }
     });
 
+    test('an email no store can hold (NUL, a lone surrogate) belongs to no one: incorrect, as an unknown email', async () => {
+      const client = new AdminClient(ctx.app, '10.0.0.2');
+      const res = await client.signIn(`${superAdmin.email}\u0000`);
+      assert.equal(res.statusCode, 401);
+      assert.match(res.body, /The email or password is incorrect\./);
+      const form = await client.get('/admin/sign-in');
+      const lone = await client.submitJson(form.body, '/admin/sign-in', {
+        email: `${superAdmin.email}\ud800`,
+        password: PASSWORD,
+      });
+      assert.equal(lone.statusCode, 401);
+      assert.match(lone.body, /The email or password is incorrect\./);
+      assert.equal(client.cookies.get('sia_admin_session'), undefined);
+    });
+
     test('the sign-in form is refused without its CSRF token, or with a token of another browser', async () => {
       const client = new AdminClient(ctx.app);
       await client.get('/admin/sign-in');

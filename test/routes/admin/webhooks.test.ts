@@ -503,6 +503,10 @@ for (const store of STORES) {
           { description: 'x'.repeat(201) },
           /The endpoint was not added: description must be at most 200 characters\./,
         ],
+        [
+          { description: 'BI\u0000sync' },
+          /The endpoint was not added: description must not contain the NUL character \(\\u0000\)\./,
+        ],
       ];
       for (const [form, message] of cases) {
         const list = await client.get(WEBHOOKS);
@@ -513,6 +517,18 @@ for (const store of STORES) {
         assert.match(page, message);
         assert.match(page, /class="flash flash-error" role="alert"/);
       }
+      const list = (await client.get(WEBHOOKS)).body;
+      const lone = await client.submitJson(list, WEBHOOKS, {
+        url: receiver.url(),
+        events: '*',
+        description: 'BI\ud800sync',
+      });
+      assert.equal(lone.statusCode, 303);
+      assert.equal(lone.headers.location, WEBHOOKS);
+      assert.match(
+        (await client.get(WEBHOOKS)).body,
+        /The endpoint was not added: description must be valid Unicode: it holds a lone surrogate \(\\ud800–\\udfff\)\./,
+      );
       assert.equal(await count(), before);
     });
 
@@ -625,6 +641,21 @@ for (const store of STORES) {
         ['created'],
       );
       assert.ok(!(await client.get(WEBHOOKS)).body.includes(foreign.id), 'not listed');
+    });
+
+    test('an endpoint id no store can hold is not found, as any unknown one is', async () => {
+      for (const suffix of ['', '/delete', '/enable']) {
+        const res = await client.get(`${WEBHOOKS}/%00${suffix}`);
+        assert.equal(res.statusCode, 404);
+        assert.match(res.body, /This account has no webhook endpoint with that id\./);
+      }
+      const page = (await client.get(WEBHOOKS)).body;
+      for (const action of ENDPOINT_POSTS) {
+        const res = await client.submit(page, `${WEBHOOKS}/%00/${action}`, { cursor: 'latest' });
+        assert.equal(res.statusCode, 303, action);
+        assert.equal(res.headers.location, WEBHOOKS);
+        assert.match((await client.get(WEBHOOKS)).body, /Nothing was changed: no webhook endpoint with id/);
+      }
     });
 
     describeAdminRouteAccess(
