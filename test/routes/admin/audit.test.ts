@@ -184,6 +184,28 @@ for (const store of STORES) {
       }
     });
 
+    test('a filter no store can hold (NUL) is refused with 400 naming it, on the page and the CSV', async () => {
+      for (const field of ['actor', 'subject_id', 'action']) {
+        const page = await client.get(`${AUDIT}?${field}=cli%00`);
+        assert.equal(page.statusCode, 400, field);
+        assert.match(page.body, /role="alert"/);
+        assert.match(page.body, new RegExp(`${field} must not contain the NUL character \\(\\\\u0000\\)\\.`));
+        const csv = await client.get(`${AUDIT}.csv?${field}=cli%00`);
+        assert.equal(csv.statusCode, 400, field);
+        assert.equal(csv.body, `${field} must not contain the NUL character (\\u0000)\n`);
+      }
+    });
+
+    test('a filter given twice is no filter, as an empty one: the whole trail, not a 500', async () => {
+      const all = await client.get(AUDIT);
+      const twice = await client.get(`${AUDIT}?actor=a&actor=b&action=x&action=y`);
+      assert.equal(twice.statusCode, 200);
+      assert.equal(twice.body, all.body);
+      const csv = await client.get(`${AUDIT}.csv?actor=a&actor=b`);
+      assert.equal(csv.statusCode, 200);
+      assert.equal(csv.body, (await client.get(`${AUDIT}.csv`)).body);
+    });
+
     describeAdminRouteAccess(
       'the audit trail',
       () => ({ ctx, accountId }),
