@@ -4,6 +4,7 @@ import pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
 import { CopyToNdjson, type JsonField, objectColumns } from '../../src/db/copy-ndjson.ts';
 import { createTestDatabase, STORES, type TestDatabase } from '../helpers.ts';
+import { hostileTexts } from './hostile-texts.ts';
 
 /**
  * COPY's text rows turned into NDJSON are the bytes JSON.stringify writes for the same rows. The
@@ -22,27 +23,6 @@ function transcode(chunks: Buffer[], fields = FIELDS): string {
   const out = chunks.map((chunk) => ndjson.push(chunk));
   ndjson.end();
   return Buffer.concat(out).toString();
-}
-
-/** Every character JSON or COPY treats specially, and text around them. */
-function hostileTexts(): (string | null)[] {
-  const singles = Array.from({ length: 0x7f }, (_, i) => String.fromCharCode(i + 1));
-  return [
-    ...singles,
-    ...singles.map((c) => `a${c}b${c}${c}`),
-    '',
-    null,
-    '\\N',
-    'N',
-    '\\',
-    '\\\\',
-    '"quoted"',
-    'tab\there\r\nand a line',
-    'line separator \u2028 and paragraph separator \u2029',
-    'é, 中文, 😀, \u{10ffff}',
-    '\u007f\u0080\u009f',
-    `${'long text, '.repeat(2000)}end`,
-  ];
 }
 
 if (STORES.includes('postgres')) {

@@ -5,6 +5,7 @@ import pg from 'pg';
 import { copyText, copyValue } from '../../src/db/copy-text.ts';
 import { copyInOnPostgres, type DatabaseHandle, openDatabase } from '../../src/db/database.ts';
 import { createTestDatabase, STORES, type TestDatabase } from '../helpers.ts';
+import { hostileTexts } from './hostile-texts.ts';
 
 /**
  * Rows written as COPY text and read by PostgreSQL's own COPY FROM come back exactly as they were:
@@ -17,28 +18,6 @@ interface Row {
   count: number | null;
 }
 const COLUMNS = ['id', 'text', 'count'] as const;
-
-/** Every character COPY or JSON treats specially, text around them, and text that looks like an escape. */
-function hostileTexts(): (string | null)[] {
-  const singles = Array.from({ length: 0x7f }, (_, i) => String.fromCharCode(i + 1));
-  return [
-    ...singles,
-    ...singles.map((c) => `a${c}b${c}${c}`),
-    '',
-    null,
-    '\\N',
-    'N',
-    '\\.',
-    '\\',
-    '\\\\',
-    '\\t and \\n written out',
-    'tab\there\r\nand a line\rand a CR',
-    'line separator \u2028 and paragraph separator \u2029',
-    'é, 中文, 😀, \u{10ffff}',
-    '\u007f\u0080\u009f',
-    `${'long text, '.repeat(2000)}end`,
-  ];
-}
 
 if (STORES.includes('postgres')) {
   describe('COPY text into PostgreSQL (postgres)', () => {

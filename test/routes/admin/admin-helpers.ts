@@ -71,45 +71,48 @@ export class AdminClient {
     return Object.fromEntries(this.cookies);
   }
 
-  async get(url: string): Promise<LightMyRequestResponse> {
+  /** Sends a request from this browser: its cookies and address; keeps the cookies it is given. */
+  private async send(request: {
+    method: 'GET' | 'POST';
+    url: string;
+    contentType?: string;
+    payload?: string;
+  }): Promise<LightMyRequestResponse> {
+    const { contentType, ...rest } = request;
     return this.keep(
       await this.app.inject({
-        method: 'GET',
-        url,
+        ...rest,
         cookies: this.cookieHeader,
         remoteAddress: this.remoteAddress,
+        ...(contentType === undefined ? {} : { headers: { 'content-type': contentType } }),
       }),
     );
   }
 
-  async post(url: string, form: Record<string, string>): Promise<LightMyRequestResponse> {
-    return this.keep(
-      await this.app.inject({
-        method: 'POST',
-        url,
-        cookies: this.cookieHeader,
-        remoteAddress: this.remoteAddress,
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        payload: new URLSearchParams(form).toString(),
-      }),
-    );
+  get(url: string): Promise<LightMyRequestResponse> {
+    return this.send({ method: 'GET', url });
+  }
+
+  post(url: string, form: Record<string, string>): Promise<LightMyRequestResponse> {
+    return this.send({
+      method: 'POST',
+      url,
+      contentType: 'application/x-www-form-urlencoded',
+      payload: new URLSearchParams(form).toString(),
+    });
   }
 
   /**
    * Posts `body` as JSON with the CSRF token of `page`: the panel reads JSON bodies too, and JSON
    * can carry what a form cannot, such as half of a surrogate pair (`\ud800` alone).
    */
-  async submitJson(page: string, url: string, body: Record<string, string>): Promise<LightMyRequestResponse> {
-    return this.keep(
-      await this.app.inject({
-        method: 'POST',
-        url,
-        cookies: this.cookieHeader,
-        remoteAddress: this.remoteAddress,
-        headers: { 'content-type': 'application/json' },
-        payload: JSON.stringify({ _csrf: csrfTokenOf(page), ...body }),
-      }),
-    );
+  submitJson(page: string, url: string, body: Record<string, string>): Promise<LightMyRequestResponse> {
+    return this.send({
+      method: 'POST',
+      url,
+      contentType: 'application/json',
+      payload: JSON.stringify({ _csrf: csrfTokenOf(page), ...body }),
+    });
   }
 
   /** Posts a form of `page` with the page's CSRF token, as a browser submitting it would. */
