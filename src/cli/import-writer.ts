@@ -1,5 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { ConfigError } from '../config.ts';
+import { isStoreUnavailable } from '../db/store-health.ts';
 import { InputError } from '../errors.ts';
 import { importFile } from '../import/import.ts';
 import { withDatabase } from './context.ts';
@@ -24,6 +25,13 @@ try {
   );
   post({ summary });
 } catch (error) {
-  const kind = error instanceof InputError ? 'input' : error instanceof ConfigError ? 'config' : 'other';
+  const kind =
+    error instanceof InputError
+      ? 'input'
+      : error instanceof ConfigError
+        ? 'config'
+        : isStoreUnavailable(error)
+          ? 'store'
+          : 'other';
   post({ failure: { message: error instanceof Error ? error.message : String(error), kind } });
 }

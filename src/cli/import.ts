@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import { ConfigError } from '../config.ts';
+import { StoreUnavailableError } from '../db/store-health.ts';
 import { InputError } from '../errors.ts';
 import type { ImportSummary } from '../import/import.ts';
 import { RECORD_KINDS, RECORD_TYPES } from '../import/records.ts';
@@ -13,7 +14,7 @@ export interface ImportRequest {
 
 /** What the writing thread answers, once. */
 export type WriterMessage =
-  { summary: ImportSummary } | { failure: { message: string; kind: 'input' | 'config' | 'other' } };
+  { summary: ImportSummary } | { failure: { message: string; kind: 'input' | 'config' | 'store' | 'other' } };
 
 /**
  * The writing thread's heap. The import holds one batch of records and a few facts per account
@@ -44,7 +45,10 @@ async function importInWorker(path: string): Promise<ImportSummary> {
       ? new InputError(text)
       : kind === 'config'
         ? new ConfigError(text)
-        : new Error(text);
+        : kind === 'store'
+          ? // One transaction: whatever the store took of it was rolled back.
+            new StoreUnavailableError(`${text}; nothing was imported`)
+          : new Error(text);
   } finally {
     await worker.terminate();
   }

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ConfigError, loadConfig } from '../config.ts';
 import { migrateThrough } from '../db/migrate.ts';
+import { isStoreUnavailable } from '../db/store-health.ts';
 import { InputError } from '../errors.ts';
 import { PROJECT_ROOT } from '../paths.ts';
 import { accountsCommands } from './accounts.ts';
@@ -144,7 +145,11 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
       process.stderr.write(`safety-api: ${error.message.replace(/\s*\n\s*/g, ' ')}\n`);
       return 2;
     }
-    process.stderr.write(`safety-api: ${error instanceof Error ? error.message : String(error)}\n`);
+    const message = error instanceof Error ? error.message : String(error);
+    // A store that cannot be reached or stopped answering: said so, with the driver's reason.
+    process.stderr.write(
+      `safety-api: ${isStoreUnavailable(error) ? `the database is unavailable: ${message}` : message}\n`,
+    );
     return 1;
   }
 }

@@ -11,6 +11,7 @@ import * as oauthClientLifecycle from './migrations/0009_oauth_client_lifecycle.
 import { openDatabase } from './database.ts';
 import { healthRepository } from './repositories/health.ts';
 import type { Database } from './schema.ts';
+import { isStoreUnavailable } from './store-health.ts';
 
 /**
  * Every migration, in order. Listed here rather than read from disk so that the set is fixed at
@@ -34,8 +35,10 @@ export async function migrateToLatest(db: Kysely<Database>): Promise<string[]> {
   const { error, results } = await migrator.migrateToLatest();
   const failed = results?.find((r) => r.status === 'Error');
   if (error !== undefined) {
+    // A store that cannot be reached is not a migration's failure: its own error says so.
+    if (isStoreUnavailable(error)) throw error;
     const cause = error instanceof Error ? error.message : String(error);
-    throw new Error(`migration ${failed?.migrationName ?? '(unknown)'} failed: ${cause}`);
+    throw new Error(`migration ${failed?.migrationName ?? '(unknown)'} failed: ${cause}`, { cause: error });
   }
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
 }

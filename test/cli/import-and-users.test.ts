@@ -141,3 +141,28 @@ for (const store of STORES) {
     });
   });
 }
+
+if (STORES.includes('postgres')) {
+  describe('safety-api with PostgreSQL unreachable (postgres)', () => {
+    // Nothing listens on port 1: every connection is refused at once.
+    const env = { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/safety' };
+
+    test('a command says the database is unavailable, with the reason, and exits 1', async () => {
+      const result = await runCli(['keys', 'list', '--account', randomUUID()], env);
+      assert.equal(result.code, 1);
+      assert.match(result.stderr, /^safety-api: the database is unavailable: .*ECONNREFUSED.*\n$/);
+      assert.equal(result.stderr.split('\n').length, 2);
+    });
+
+    test('an import says so from its writing thread, and that nothing was imported', async () => {
+      const file = join(dir, 'unreachable.ndjson');
+      writeFileSync(file, `${JSON.stringify({ type: 'account', id: randomUUID(), name: 'Acme' })}\n`);
+      const result = await runCli(['import', file], env);
+      assert.equal(result.code, 1);
+      assert.match(
+        result.stderr,
+        /^safety-api: the database is unavailable: .*ECONNREFUSED.*; nothing was imported\n$/,
+      );
+    });
+  });
+}
