@@ -174,6 +174,17 @@ function batchParameters(db: Kysely<Database>, incidents: (IncidentInput & Chang
   return parameters;
 }
 
+/** Runs `batchSql`'s `statement` for a batch of `rows` rows; returns the rows it wrote. */
+async function runBatch(
+  db: Kysely<Database>,
+  statement: BatchStatement,
+  rows: number,
+  parameters: unknown[],
+): Promise<number> {
+  const result = await db.executeQuery(CompiledQuery.raw(batchSql(db, statement, rows), parameters));
+  return Number(result.numAffectedRows ?? 0);
+}
+
 /**
  * A field of the incident as the API shows it, as SQL: its column, or `severity_score`, computed
  * as `toIncident` computes it (NULL when either factor is).
@@ -367,14 +378,10 @@ export const incidentRepository = {
   async upsertMany(db: Kysely<Database>, incidents: (IncidentInput & ChangeStamp)[]): Promise<number> {
     if (incidents.length === 0) return 0;
     const parameters = batchParameters(db, incidents);
-    const run = async (statement: BatchStatement) => {
-      const sql = batchSql(db, statement, incidents.length);
-      return Number((await db.executeQuery(CompiledQuery.raw(sql, parameters))).numAffectedRows ?? 0);
-    };
     // A bulk load is nearly all new incidents: the cheaper statement first, the upsert only for a
     // batch that holds some existing id (it writes the batch's new rows once more, unchanged).
-    const inserted = await run('insertNew');
-    return inserted === incidents.length ? inserted : run('upsert');
+    const inserted = await runBatch(db, 'insertNew', incidents.length, parameters);
+    return inserted === incidents.length ? inserted : runBatch(db, 'upsert', incidents.length, parameters);
   },
 
   /**
@@ -396,9 +403,8 @@ export const incidentRepository = {
   async insertNew(db: Kysely<Database>, incidents: (IncidentInput & ChangeStamp)[]): Promise<void> {
     if (incidents.length === 0) return;
     if (db.getExecutor().adapter instanceof SqliteAdapter) {
-      const sqlText = batchSql(db, 'insertNew', incidents.length);
-      const result = await db.executeQuery(CompiledQuery.raw(sqlText, batchParameters(db, incidents)));
-      if (Number(result.numAffectedRows ?? 0) < incidents.length) throw new IncidentExistsError();
+      const inserted = await runBatch(db, 'insertNew', incidents.length, batchParameters(db, incidents));
+      if (inserted < incidents.length) throw new IncidentExistsError();
       return;
     }
     // A record without a position stores 0, the column's default (see `batchParameters`).
