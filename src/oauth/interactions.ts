@@ -5,6 +5,7 @@ import type { Interaction, Provider } from 'oidc-provider';
 import { roleName } from '../auth/roles.ts';
 import { type UserAccountRow, userRepository } from '../db/repositories/users.ts';
 import { OAUTH_PATH } from '../paths.ts';
+import { formField } from '../lib/form-field.ts';
 import { clientAccountId, userMayUseAccount } from './accounts.ts';
 import { ACCOUNT_DATA_APPROVER_ROLES, ACCOUNT_DATA_SCOPES } from './scopes.ts';
 import { approvalRefusedPage, consentPage, messagePage, PAGE_SECURITY_HEADERS, signInPage } from './views.ts';
@@ -20,8 +21,6 @@ export interface InteractionOptions {
   /** Secret for the form tokens (the first cookie key). */
   formTokenSecret: string;
 }
-
-type Form = Record<string, string | undefined>;
 
 const EXPIRED = 'This sign-in request has expired or was already completed. Return to the app and try again.';
 
@@ -54,9 +53,9 @@ function formToken(secret: string, uid: string): string {
   return createHmac('sha256', secret).update(`oauth-interaction:${uid}`).digest('base64url');
 }
 
-function formTokenValid(secret: string, uid: string, given: string | undefined): boolean {
+function formTokenValid(secret: string, uid: string, given: string): boolean {
   const expected = Buffer.from(formToken(secret, uid));
-  const actual = Buffer.from(given ?? '');
+  const actual = Buffer.from(given);
   return actual.length === expected.length && timingSafeEqual(actual, expected);
 }
 
@@ -93,8 +92,8 @@ export async function interactionRoutes(app: FastifyInstance, options: Interacti
   ): Promise<Interaction | null> {
     const interaction = await currentInteraction(request, reply);
     if (interaction === null) return null;
-    const form = (request.body ?? {}) as Form;
-    if (formTokenValid(formTokenSecret, interaction.uid, form.csrf_token)) return interaction;
+    if (formTokenValid(formTokenSecret, interaction.uid, formField(request.body, 'csrf_token')))
+      return interaction;
     sendPage(
       reply,
       403,
@@ -162,14 +161,13 @@ export async function interactionRoutes(app: FastifyInstance, options: Interacti
   app.post('/interaction/:uid/login', async (request, reply) => {
     const interaction = await postedInteraction(request, reply);
     if (interaction === null) return reply;
-    const form = request.body as Form;
     if (interaction.prompt.name !== 'login')
       return sendPage(reply, 400, messagePage('Sign-in expired', EXPIRED));
 
     const client = await clientOf(interaction);
     const clientName = client.clientName ?? client.clientId;
-    const email = (form.email ?? '').trim();
-    const password = form.password ?? '';
+    const email = formField(request.body, 'email').trim();
+    const password = formField(request.body, 'password');
     if (email === '' || password === '') {
       return sendPage(
         reply,

@@ -115,16 +115,31 @@ export class Browser {
     return this.cookies.get(name);
   }
 
-  async request(url: string, form?: Record<string, string>): Promise<Response> {
+  /** GET `url`, or POST `form` to it as a browser does (entries may repeat a name). */
+  request(url: string, form?: Record<string, string> | [string, string][]): Promise<Response> {
+    return this.send(
+      url,
+      form === undefined
+        ? undefined
+        : { type: 'application/x-www-form-urlencoded', text: new URLSearchParams(form).toString() },
+    );
+  }
+
+  /** POST `value` as JSON, as a script rather than a browser form could. */
+  postJson(url: string, value: unknown): Promise<Response> {
+    return this.send(url, { type: 'application/json', text: JSON.stringify(value) });
+  }
+
+  private async send(url: string, body?: { type: string; text: string }): Promise<Response> {
     const headers: Record<string, string> = {};
     if (this.cookies.size > 0) {
       headers.cookie = [...this.cookies].map(([name, value]) => `${name}=${value}`).join('; ');
     }
-    if (form !== undefined) headers['content-type'] = 'application/x-www-form-urlencoded';
+    if (body !== undefined) headers['content-type'] = body.type;
     const response = await fetch(new URL(url, this.origin), {
-      method: form === undefined ? 'GET' : 'POST',
+      method: body === undefined ? 'GET' : 'POST',
       headers,
-      body: form === undefined ? undefined : new URLSearchParams(form).toString(),
+      body: body?.text,
       redirect: 'manual',
     });
     for (const cookie of response.headers.getSetCookie()) {

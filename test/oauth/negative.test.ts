@@ -175,6 +175,54 @@ for (const store of STORES) {
       assert.equal(res.status, 403);
     });
 
+    test('a sign-in form whose fields are not single strings re-shows the form, counting no attempt', async () => {
+      const browser = new Browser(server.baseUrl);
+      const form = await openSignInForm(browser);
+      const token: [string, string] = ['csrf_token', form.fields.csrf_token as string];
+      const repeatedEmail: [string, string][] = [token, ['email', user.email], ['email', 'b@example.com']];
+      const repeatedPassword: [string, string][] = [token, ['email', user.email], ['password', 'wrong']];
+      repeatedEmail.push(['password', 'wrong password']);
+      repeatedPassword.push(['password', 'another wrong']);
+      // Twice each, with the JSON below five posts: as many as wrong passwords that throttle.
+      for (const fields of [repeatedEmail, repeatedPassword, repeatedEmail, repeatedPassword]) {
+        const res = await browser.request(form.action, fields);
+        assert.equal(res.status, 400);
+        assert.match(await res.text(), /Enter your email and password/);
+      }
+      const json = await browser.postJson(form.action, {
+        csrf_token: token[1],
+        email: [user.email],
+        password: 1,
+      });
+      assert.equal(json.status, 400);
+      assert.match(await json.text(), /Enter your email and password/);
+      // None of them was an attempt: the right password still signs in at once.
+      const res = await browser.request(form.action, {
+        ...form.fields,
+        email: user.email,
+        password: PASSWORD,
+      });
+      assert.equal(res.status, 303);
+    });
+
+    test('a form token that is not a single string is refused like a missing one', async () => {
+      const browser = new Browser(server.baseUrl);
+      const form = await openSignInForm(browser);
+      const token = form.fields.csrf_token as string;
+      const repeated = await browser.request(form.action, [
+        ['csrf_token', token],
+        ['csrf_token', token],
+        ['email', user.email],
+        ['password', PASSWORD],
+      ]);
+      assert.equal(repeated.status, 403);
+      for (const action of ['login', 'confirm', 'abort']) {
+        const res = await browser.postJson(form.action.replace(/login$/, action), { csrf_token: { token } });
+        assert.equal(res.status, 403, action);
+        assert.match(await res.text(), /The form has expired/);
+      }
+    });
+
     test("a user of another account cannot sign in to this account's client", async () => {
       const otherAccount = await seedAccount(server.ctx.db);
       const outsider = await seedUser(server.ctx.db, otherAccount);

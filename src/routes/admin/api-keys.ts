@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { formField } from '../../admin/forms.ts';
+import { formField } from '../../lib/form-field.ts';
 import { type AdminSession, setFlash } from '../../admin/sessions.ts';
 import { apiKeyPage, integrationsPage, keyPath, revokeConfirmationPage } from '../../admin/views/api-keys.ts';
 import { messagePage } from '../../admin/views/message-page.ts';

@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { auditPage } from '../../admin/views/audit.ts';
 import { layout } from '../../admin/views/layout.ts';
-import { formField } from '../../admin/forms.ts';
+import { formField } from '../../lib/form-field.ts';
 import { InputError } from '../../errors.ts';
 import { type AuditQuery, auditService } from '../../services/audit-service.ts';
 import { sendPage } from './responses.ts';

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { formField } from '../../admin/forms.ts';
+import { formField } from '../../lib/form-field.ts';
 import { type AdminSession, type Flash, setFlash } from '../../admin/sessions.ts';
 import { messagePage } from '../../admin/views/message-page.ts';
 import {

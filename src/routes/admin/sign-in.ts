@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { principalOfUser, refusalReason } from '../../admin/access.ts';
 import { CSRF_FIELD, csrfTokenMatches, newCsrfToken } from '../../admin/csrf.ts';
-import { formField } from '../../admin/forms.ts';
+import { formField } from '../../lib/form-field.ts';
 import {
   adminCookieOptions,
   endSession,

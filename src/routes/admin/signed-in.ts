@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { refusalReason } from '../../admin/access.ts';
 import { CSRF_FIELD, csrfTokenMatches } from '../../admin/csrf.ts';
-import { formField } from '../../admin/forms.ts';
+import { formField } from '../../lib/form-field.ts';
 import { type AdminSession, endSession, loadSession, takeFlash } from '../../admin/sessions.ts';
 import { layout, type Page, type SignedIn } from '../../admin/views/layout.ts';
 import { csrfFailurePage, refusalPage } from '../../admin/views/message-page.ts';
