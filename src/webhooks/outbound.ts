@@ -120,7 +120,7 @@ export class OutboundClient {
 
   /**
    * The URL as it will be stored, or an InputError saying in one line why it cannot receive
-   * webhooks: not an absolute http(s) URL, plain http, credentials in it, or a host that does not
+   * webhooks: not an absolute http(s) URL, plain http, port 0, credentials in it, or a host that does not
    * resolve to public addresses only.
    */
   async checkUrl(raw: string): Promise<string> {
@@ -139,6 +139,8 @@ export class OutboundClient {
           : `url must start with https:// (got "${raw}"); http:// is allowed only with WEBHOOKS_ALLOW_PRIVATE=true`,
       );
     }
+    // The URL parser keeps port 0, which no connection can reach.
+    if (url.port === '0') throw new InputError(`url must not name port 0 (got "${raw}")`);
     if (url.username !== '' || url.password !== '')
       throw new InputError(
         'url must not carry credentials (user:password@): sign requests with the secret instead',

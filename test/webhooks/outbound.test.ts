@@ -59,7 +59,7 @@ describe('the outbound guard: URLs at creation', () => {
   });
   after(() => client.close());
 
-  test('refused with one clear line: loopback, IPv6 loopback, cloud metadata, RFC 1918, localhost, http, credentials', async () => {
+  test('refused with one clear line: loopback, IPv6 loopback, cloud metadata, RFC 1918, localhost, http, credentials, port 0', async () => {
     const cases: [string, RegExp][] = [
       ['https://127.0.0.1/hook', /^url refused: 127\.0\.0\.1 \(loopback\) is not a public address/],
       ['https://[::1]/hook', /^url refused: ::1 \(loopback\)/],
@@ -71,6 +71,7 @@ describe('the outbound guard: URLs at creation', () => {
       ['https://nowhere.example/hook', /^url refused: its host "nowhere\.example" does not resolve$/],
       ['http://hooks.example/hook', /^url must start with https:\/\/ .*WEBHOOKS_ALLOW_PRIVATE=true$/],
       ['https://user:pass@hooks.example/hook', /^url must not carry credentials/],
+      ['https://hooks.example:0/hook', /^url must not name port 0/],
       ['hooks.example/hook', /^url must be an absolute https:\/\/ URL/],
     ];
     for (const [url, message] of cases) {
@@ -89,6 +90,7 @@ describe('the outbound guard: URLs at creation', () => {
     assert.equal(await open.checkUrl('http://127.0.0.1:9/hook'), 'http://127.0.0.1:9/hook');
     assert.equal(await open.checkUrl('http://localhost/hook'), 'http://localhost/hook');
     await assert.rejects(open.checkUrl('ftp://127.0.0.1/'), /url must start with https:\/\/ or http:\/\//);
+    await assert.rejects(open.checkUrl('http://127.0.0.1:0/hook'), /url must not name port 0/);
     await open.close();
   });
 });
