@@ -22,7 +22,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
  * at least 1, written in decimal digits, falls back to the default.
  */
 export function parsePositiveInteger(value: string | string[] | undefined, fallback: number): number {
-  if (typeof value !== 'string' || !/^\d{1,20}$/.test(value)) return fallback;
+  // Digits only, however many (the request line's limit bounds them): past 2^53 it is the largest.
+  if (typeof value !== 'string' || !/^\d+$/.test(value)) return fallback;
   const n = Number(value);
   return n >= 1 ? Math.min(n, Number.MAX_SAFE_INTEGER) : fallback;
 }

@@ -42,7 +42,8 @@ export const PaginationSchema = component(
 );
 export type Pagination = Static<typeof PaginationSchema>;
 
-const DIGITS = /^\d{1,15}$/;
+/** A whole number in decimal digits, however many (the request line's limit bounds them). */
+const DIGITS = /^\d+$/;
 
 function badParameter(message: string): ApiError {
   return new ApiError(400, null, message);
@@ -61,7 +62,11 @@ export function parsePageRequest(query: PageQuery): PageRequest {
   if (typeof limit !== 'string' || !DIGITS.test(limit) || Number(limit) < 1) {
     throw badParameter(`_limit must be a whole number from 1 to ${MAX_LIMIT} (got ${JSON.stringify(limit)})`);
   }
-  return { start: Number(start), limit: Math.min(Number(limit), MAX_LIMIT) };
+  // An offset past 2^53 (past every list) is the largest one a number holds exactly.
+  return {
+    start: Math.min(Number(start), Number.MAX_SAFE_INTEGER),
+    limit: Math.min(Number(limit), MAX_LIMIT),
+  };
 }
 
 export function pagination(page: PageRequest, totalRecords: number): Pagination {

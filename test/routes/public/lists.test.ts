@@ -113,6 +113,9 @@ for (const store of STORES) {
         ['?page=1&page=2', 1, 50],
         ['?page=%00&limit=%27', 1, 50],
         ['?page=99999999999999999999', Number.MAX_SAFE_INTEGER, 50],
+        // Any count of digits is a whole number: a longer one is not a fallback to page 1.
+        [`?page=${'9'.repeat(400)}&limit=${'9'.repeat(30)}`, Number.MAX_SAFE_INTEGER, 200],
+        ['?page=0002&limit=007', 2, 7],
       ];
       for (const [query, page, limit] of cases) {
         const res = await get(`/api/v1/public/incidents${query}`);

@@ -61,6 +61,18 @@ for (const store of STORES) {
       const past = await (await get('incidents?_start=100')).json();
       assert.deepEqual(past.response, []);
       assert.equal(past.pagination.currentPage, 6);
+      // However many digits: a whole number is an offset, past the end an empty page.
+      for (const [start, expected] of [
+        ['9007199254740990', 9007199254740990],
+        ['9'.repeat(40), Number.MAX_SAFE_INTEGER],
+      ] as const) {
+        const far = await get(`incidents?_start=${start}&_limit=${'9'.repeat(30)}`);
+        assert.equal(far.status, 200, start);
+        const body = await far.json();
+        assert.deepEqual(body.response, []);
+        assert.equal(body.pagination.start, expected);
+        assert.equal(body.pagination.perPage, 100);
+      }
     });
 
     test('defaults _start=0 and _limit=20; _limit above 100 is reduced to 100; an offset not on a page boundary', async () => {
