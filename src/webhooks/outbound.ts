@@ -120,8 +120,8 @@ export class OutboundClient {
 
   /**
    * The URL as it will be stored, or an InputError saying in one line why it cannot receive
-   * webhooks: not an absolute http(s) URL, plain http, port 0, credentials in it, or a host that does not
-   * resolve to public addresses only.
+   * webhooks: not an absolute http(s) URL, plain http, port 0, credentials in it, or a host that
+   * does not resolve to public addresses only.
    */
   async checkUrl(raw: string): Promise<string> {
     let url: URL;

@@ -1,5 +1,6 @@
 import { Type } from 'typebox';
 import { ApiError } from '../../errors.ts';
+import { wholeNumber } from '../../lib/whole-number.ts';
 import { documentedAs, HEADERS, NOT_MODIFIED, TAGS } from '../../schemas/openapi.ts';
 import {
   ErrorSchema,
@@ -22,10 +23,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
  * at least 1, written in decimal digits, falls back to the default.
  */
 export function parsePositiveInteger(value: string | string[] | undefined, fallback: number): number {
-  // Digits only, however many (the request line's limit bounds them): past 2^53 it is the largest.
-  if (typeof value !== 'string' || !/^\d+$/.test(value)) return fallback;
-  const n = Number(value);
-  return n >= 1 ? Math.min(n, Number.MAX_SAFE_INTEGER) : fallback;
+  const n = wholeNumber(value);
+  return n !== null && n >= 1 ? n : fallback;
 }
 
 export const incidentRoutes: PublicRoutes = async (app, { respond }) => {

@@ -1,5 +1,6 @@
 import { type Static, Type } from 'typebox';
 import { ApiError } from '../../errors.ts';
+import { wholeNumber } from '../../lib/whole-number.ts';
 import { component } from '../../schemas/openapi.ts';
 import { queryParameter } from '../../schemas/public.ts';
 
@@ -42,9 +43,6 @@ export const PaginationSchema = component(
 );
 export type Pagination = Static<typeof PaginationSchema>;
 
-/** A whole number in decimal digits, however many (the request line's limit bounds them). */
-const DIGITS = /^\d+$/;
-
 function badParameter(message: string): ApiError {
   return new ApiError(400, null, message);
 }
@@ -54,19 +52,17 @@ function badParameter(message: string): ApiError {
  * refused with a message naming it. A `_limit` above the maximum is reduced to it, as the design says.
  */
 export function parsePageRequest(query: PageQuery): PageRequest {
-  const start = query._start ?? '0';
-  const limit = query._limit ?? String(DEFAULT_LIMIT);
-  if (typeof start !== 'string' || !DIGITS.test(start)) {
-    throw badParameter(`_start must be a whole number of 0 or more (got ${JSON.stringify(start)})`);
+  const start = wholeNumber(query._start ?? '0');
+  const limit = wholeNumber(query._limit ?? String(DEFAULT_LIMIT));
+  if (start === null) {
+    throw badParameter(`_start must be a whole number of 0 or more (got ${JSON.stringify(query._start)})`);
   }
-  if (typeof limit !== 'string' || !DIGITS.test(limit) || Number(limit) < 1) {
-    throw badParameter(`_limit must be a whole number from 1 to ${MAX_LIMIT} (got ${JSON.stringify(limit)})`);
+  if (limit === null || limit < 1) {
+    throw badParameter(
+      `_limit must be a whole number from 1 to ${MAX_LIMIT} (got ${JSON.stringify(query._limit)})`,
+    );
   }
-  // An offset past 2^53 (past every list) is the largest one a number holds exactly.
-  return {
-    start: Math.min(Number(start), Number.MAX_SAFE_INTEGER),
-    limit: Math.min(Number(limit), MAX_LIMIT),
-  };
+  return { start, limit: Math.min(limit, MAX_LIMIT) };
 }
 
 export function pagination(page: PageRequest, totalRecords: number): Pagination {
