@@ -4,6 +4,7 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { openDatabase, type Store } from '../src/db/database.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
+import { heapGrowthFlag } from '../src/server.ts';
 import { freePort, sleep, startRedis } from './faults/harness.ts';
 import {
   ADMIN_PG_URL,
@@ -450,3 +451,20 @@ if (STORES.includes('postgres')) {
     });
   });
 }
+
+describe('V8 heap growth', () => {
+  test('serve sets the old generation to grow by at most 100% between full collections', () => {
+    assert.equal(heapGrowthFlag([]), '--heap-growing-percent=100');
+    assert.equal(
+      heapGrowthFlag(['--max-semi-space-size=16', '--enable-source-maps']),
+      '--heap-growing-percent=100',
+    );
+  });
+
+  test("node's own --heap-growing-percent, in either spelling, is kept", () => {
+    assert.equal(heapGrowthFlag(['--heap-growing-percent=30']), null);
+    assert.equal(heapGrowthFlag(['--max-semi-space-size=16', '--heap_growing_percent=50']), null);
+    assert.equal(heapGrowthFlag(['--heap-growing-percent', '30']), null);
+    assert.equal(heapGrowthFlag(['--heap-growing-percentage=30']), '--heap-growing-percent=100');
+  });
+});
