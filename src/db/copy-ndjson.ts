@@ -72,6 +72,15 @@ export class CopyToNdjson {
   private readonly rowOverhead: number;
   /** The start of a row that the last chunk ended in the middle of. */
   private rest: Buffer = Buffer.alloc(0);
+  /**
+   * Bytes of NDJSON per byte of COPY text in the last chunk, for the size of the next chunk's
+   * buffer. Field names make a line about twice its COPY row: an estimate too small would mean a
+   * larger buffer and a copy into it, once per chunk.
+   */
+  private expansion = 2;
+  /** The lines of the chunk being pushed, and how many of its bytes are written. */
+  private out: Buffer = Buffer.alloc(0);
+  private used = 0;
 
   constructor(columns: readonly CopyColumn[], close = '}') {
     if (columns.length === 0) throw new Error('COPY to NDJSON: no columns');
@@ -81,26 +90,46 @@ export class CopyToNdjson {
     this.rowOverhead = this.prefixes.reduce((sum, prefix) => sum + prefix.length + 4, this.close.length);
   }
 
-  /** The lines of the rows that `chunk` completes; a row it leaves unfinished waits for the next one. */
+  /**
+   * The lines of the rows that `chunk` completes; a row it leaves unfinished waits for the next one.
+   * Only the row that spans two chunks is copied before it is read: the rest is read in place.
+   */
   push(chunk: Buffer): Buffer {
-    const input = this.rest.length === 0 ? chunk : Buffer.concat([this.rest, chunk]);
-    const end = input.lastIndexOf(LF) + 1;
-    this.rest = input.subarray(end);
-    let out = Buffer.allocUnsafe(Math.ceil(end * 1.25) + this.rowOverhead * 8);
-    let used = 0;
+    const end = chunk.lastIndexOf(LF) + 1;
+    if (end === 0) {
+      this.rest = this.rest.length === 0 ? chunk : Buffer.concat([this.rest, chunk]);
+      return chunk.subarray(0, 0);
+    }
+    const text = this.rest.length + end;
+    this.out = Buffer.allocUnsafe(Math.ceil(text * this.expansion * 1.1) + this.rowOverhead * 8);
+    this.used = 0;
     let start = 0;
+    if (this.rest.length > 0) {
+      start = chunk.indexOf(LF) + 1;
+      const spanning = Buffer.concat([this.rest, chunk.subarray(0, start)]);
+      this.rows(spanning, 0, spanning.length);
+    }
+    this.rows(chunk, start, end);
+    this.rest = chunk.subarray(end);
+    this.expansion = this.used / text;
+    const lines = this.out.subarray(0, this.used);
+    this.out = Buffer.alloc(0);
+    return lines;
+  }
+
+  /** Writes the lines of the whole rows in `input[start, end)` after those already in `out`. */
+  private rows(input: Buffer, start: number, end: number): void {
     while (start < end) {
       const rowEnd = input.indexOf(LF, start);
       const most = (rowEnd - start) * MOST_PER_BYTE + this.rowOverhead;
-      if (out.length - used < most) {
-        const larger = Buffer.allocUnsafe(Math.max(out.length * 2, used + most));
-        out.copy(larger, 0, 0, used);
-        out = larger;
+      if (this.out.length - this.used < most) {
+        const larger = Buffer.allocUnsafe(Math.max(this.out.length * 2, this.used + most));
+        this.out.copy(larger, 0, 0, this.used);
+        this.out = larger;
       }
-      used = this.row(input, start, rowEnd, out, used);
+      this.used = this.row(input, start, rowEnd, this.out, this.used);
       start = rowEnd + 1;
     }
-    return out.subarray(0, used);
   }
 
   /** At the end of the data: a row left unfinished means the data was cut short. */

@@ -104,3 +104,24 @@ describe('COPY text to NDJSON: data that COPY TO never writes is refused, not gu
     );
   });
 });
+
+describe('COPY text to NDJSON: each chunk its own size of output', () => {
+  test('a chunk that grows six times after chunks that barely grew, and one row across many chunks', () => {
+    const plain = Array.from({ length: 200 }, (_, i) => ({ id: i, text: 'x'.repeat(40), count: i }));
+    const controls = { id: 200, text: '\u0001'.repeat(5000), count: 1 };
+    const long = { id: 201, text: 'y'.repeat(3000), count: 2 };
+    const copyRow = (row: { id: number; text: string; count: number }) =>
+      `${row.id}\t${row.text}\t${row.count}\n`;
+    const longRow = Buffer.from(copyRow(long));
+    const chunks = [
+      Buffer.from(plain.map(copyRow).join('')),
+      Buffer.from(copyRow(controls)),
+      // The next row arrives 100 bytes at a time: no chunk but the last ends a row.
+      ...Array.from({ length: Math.ceil(longRow.length / 100) }, (_, i) =>
+        longRow.subarray(i * 100, i * 100 + 100),
+      ),
+    ];
+    const expected = [...plain, controls, long].map((row) => `${JSON.stringify(row)}\n`).join('');
+    assert.equal(transcode(chunks), expected);
+  });
+});
