@@ -21,9 +21,9 @@ const IDLE_SWEEP_INTERVAL_MS = 100;
  * How far V8 lets its old generation grow past what was alive after its last full collection
  * before it collects again: 100%, twice the live heap. V8's own factor goes up to 4×, and on
  * PostgreSQL, whose row objects outlive the young generation, a walk of every page of a million
- * incidents left 100–130 MB of old generation around 35–40 MB alive, and the server at 300–330 MB
- * after a walk, an export and a replay of the feed; at twice the live heap it ends at 220–285 MB,
- * for about a tenth more CPU on uncached pages (docs/performance.md, "Server memory").
+ * incidents left 100–130 MB of old generation around 35–40 MB alive, and the server at 286–333 MB
+ * after a walk, an export and a replay of the feed; at twice the live heap it ends at 218–293 MB,
+ * for a tenth to a fifth more CPU on uncached pages (docs/performance.md, "Server memory").
  */
 const HEAP_GROWING_PERCENT = 100;
 
