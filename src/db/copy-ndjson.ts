@@ -40,6 +40,7 @@ const N = 0x4e;
 const HEX = Buffer.from('0123456789abcdef');
 const NULL = Buffer.from('null');
 const UNICODE_ESCAPE = Buffer.from('\\u00');
+const NOTHING = Buffer.alloc(0);
 
 /** COPY's escape letters, and what JSON writes after its backslash for the same character. */
 const ESCAPED: Record<number, string> = {
@@ -71,7 +72,7 @@ export class CopyToNdjson {
   /** The bytes a row adds beyond its own, at most: the prefixes, `null`s, the close and LF. */
   private readonly rowOverhead: number;
   /** The start of a row that the last chunk ended in the middle of. */
-  private rest: Buffer = Buffer.alloc(0);
+  private rest: Buffer = NOTHING;
   /**
    * Bytes of NDJSON per byte of COPY text in the last chunk, for the size of the next chunk's
    * buffer. Field names make a line about twice its COPY row: an estimate too small would mean a
@@ -79,7 +80,7 @@ export class CopyToNdjson {
    */
   private expansion = 2;
   /** The lines of the chunk being pushed, and how many of its bytes are written. */
-  private out: Buffer = Buffer.alloc(0);
+  private out: Buffer = NOTHING;
   private used = 0;
 
   constructor(columns: readonly CopyColumn[], close = '}') {
@@ -98,7 +99,7 @@ export class CopyToNdjson {
     const end = chunk.lastIndexOf(LF) + 1;
     if (end === 0) {
       this.rest = this.rest.length === 0 ? chunk : Buffer.concat([this.rest, chunk]);
-      return chunk.subarray(0, 0);
+      return NOTHING;
     }
     const text = this.rest.length + end;
     this.out = Buffer.allocUnsafe(Math.ceil(text * this.expansion * 1.1) + this.rowOverhead * 8);
@@ -113,7 +114,7 @@ export class CopyToNdjson {
     this.rest = chunk.subarray(end);
     this.expansion = this.used / text;
     const lines = this.out.subarray(0, this.used);
-    this.out = Buffer.alloc(0);
+    this.out = NOTHING;
     return lines;
   }
 
