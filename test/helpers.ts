@@ -10,7 +10,7 @@ import pg from 'pg';
 import type { DestinationStream } from 'pino';
 import { buildApp } from '../src/app.ts';
 import { type Config, loadConfig } from '../src/config.ts';
-import type { Store } from '../src/db/database.ts';
+import { openDatabase, type Store } from '../src/db/database.ts';
 import { accountRepository } from '../src/db/repositories/accounts.ts';
 import { type IncidentInput, incidentRepository } from '../src/db/repositories/incidents.ts';
 import type { Database } from '../src/db/schema.ts';
@@ -202,6 +202,25 @@ export async function seedIncidents(
     purgedSeq: 0,
   });
   return rows;
+}
+
+/**
+ * `seedIncidents` for thousands of incidents, through a handle of its own as the CLI opens it
+ * (`openDatabase`): the server's handle gives each statement 2 s, and ranking tens of thousands of
+ * rows can take longer than that on a slow machine, before the test has begun.
+ */
+export async function seedManyIncidents(
+  databaseUrl: string,
+  accountId: string,
+  count: number,
+  fields?: (i: number) => Partial<IncidentInput>,
+): Promise<IncidentInput[]> {
+  const seeder = openDatabase(databaseUrl);
+  try {
+    return await seedIncidents(seeder.db, accountId, count, fields);
+  } finally {
+    await seeder.destroy();
+  }
 }
 
 /** A deterministic source of numbers in [0, 1), so a randomized test's failure can be replayed. */

@@ -3,9 +3,8 @@ import { after, before, describe, test } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import * as oidc from 'openid-client';
 import pg from 'pg';
-import { openDatabase } from '../../src/db/database.ts';
 import { INTEGRATIONS_PATH, OAUTH_PATH } from '../../src/paths.ts';
-import { bearer, STORES, seedAccount, seedIncidents, seedKey } from '../helpers.ts';
+import { bearer, STORES, seedAccount, seedKey, seedManyIncidents } from '../helpers.ts';
 import { discover, seedClient } from '../oauth/harness.ts';
 import { AdminClient, seedUser as seedAdmin } from '../routes/admin/admin-helpers.ts';
 import {
@@ -274,12 +273,9 @@ if (STORES.includes('postgres')) {
       await ctx.app.listen({ port, host: '127.0.0.1' });
       const accountId = await seedAccount(ctx.db, { rate_limit_per_hour: 100_000 });
       ({ rawKey } = await seedKey(ctx.db, accountId));
-      // Seeded as the CLI writes, without the server's per-statement deadline: ranking 60,000 rows
-      // takes longer than that on a slow machine, and the seed is not what this test is about.
-      const seeder = openDatabase(ctx.databaseUrl);
-      const rows = await seedIncidents(seeder.db, accountId, INCIDENTS, (i) => ({
+      const rows = await seedManyIncidents(ctx.databaseUrl, accountId, INCIDENTS, (i) => ({
         description: `${i} ${'x'.repeat(300)}`,
-      })).finally(() => seeder.destroy());
+      }));
       seeded = new Set(rows.map((row) => row.id));
     });
     after(() => ctx?.close());

@@ -18,6 +18,7 @@ import {
   seedAccount,
   seedIncidents,
   seedKey,
+  seedManyIncidents,
   type TestContext,
 } from '../../helpers.ts';
 import { parseCsv } from '../../strict-csv.ts';
@@ -385,7 +386,9 @@ for (const store of STORES) {
         // About 10 MB of NDJSON: far more than socket buffers hold while the client pauses.
         large = await seedAccount(ctx.db, { rate_limit_per_hour: 100_000 });
         ({ rawKey: largeKey } = await seedKey(ctx.db, large));
-        await seedIncidents(ctx.db, large, 20_000, (i) => ({ description: `${i} ${'x'.repeat(400)}` }));
+        await seedManyIncidents(ctx.databaseUrl, large, 20_000, (i) => ({
+          description: `${i} ${'x'.repeat(400)}`,
+        }));
       });
 
       /** Starts an export and resolves with the response once its first bytes are there, paused. */
