@@ -156,6 +156,8 @@ describe(`Redis failover through Sentinel, under load (${store})`, () => {
       return remaining;
     };
 
+    /** What the last probe saw, for the message of a failure. */
+    let lastProbe = '';
     /**
      * Whether the two instances count the probe key in one place, the Redis `primary` holds: one
      * request each way, A then B then A, leave one less each time, and the count there agrees.
@@ -164,9 +166,21 @@ describe(`Redis failover through Sentinel, under load (${store})`, () => {
       const first = await request(a, probeKey.rawKey);
       const second = await request(b, probeKey.rawKey);
       const third = await request(a, probeKey.rawKey);
+      const stored = await on.get(`safety-api:rl:${probeKey.id}`);
+      lastProbe = `remaining ${first}, ${second}, ${third}; the count in Redis ${stored}`;
       if (second !== first - 1 || third !== second - 1) return false;
-      return Number(await on.get(`safety-api:rl:${probeKey.id}`)) === ALLOWANCE - third;
+      return Number(stored) === ALLOWANCE - third;
     };
+    /** Each instance's log lines about Redis, for the message of a failure. */
+    const redisLines = () =>
+      servers
+        .map(
+          (server, i) =>
+            `instance ${i}: ${logged(server, /Redis/)
+              .map((line) => JSON.stringify(line))
+              .join(' ')}`,
+        )
+        .join('\n');
     const onPrimary = primary.inspect();
     const onReplica = replica.inspect();
     await Promise.all([onPrimary.select(DB), onReplica.select(DB)]);
@@ -211,7 +225,10 @@ describe(`Redis failover through Sentinel, under load (${store})`, () => {
       SHARED_AGAIN_WITHIN_MS * 2,
       100,
     );
-    assert.ok(shared, 'the instances count together on the new primary');
+    assert.ok(
+      shared,
+      `the instances count together on the new primary (last probe: ${lastProbe})\n${redisLines()}`,
+    );
 
     // The recovery line has no deadline of its own (sharing again does): it comes once every
     // connection of the instance has stayed ready for a second, later on a loaded machine.
