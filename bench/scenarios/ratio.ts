@@ -20,7 +20,8 @@ export const CPU_BOUND_PERCENT = 90;
 /**
  * Page-1 throughput of the API against a bare node:http server answering the same bytes and
  * headers (bench/bare-server.ts), alternately, `settings.rounds` rounds each, so that both see the
- * same machine. Best round and spread of each; the server CPU time per request beside the ratio
+ * same machine; between them, the same bytes sent by Fastify alone (bench/fastify-floor-server.ts),
+ * the floor of any Fastify application. Best round and spread of each; the server CPU time per request beside the ratio
  * (what the code costs, which the neighbours' load moves much less than the throughput); and the
  * bare server's CPU use, which says whether it, not the load generator or the machine, set its pace.
  * `target`: the least share of the bare server's throughput the API must reach. `counters`: what
@@ -58,20 +59,37 @@ export async function pageOneRatio(label: string, api: Api, target: number, coun
     {},
     async () => (await get(barePort, '/')).status === 200,
   );
+  const floorPort = nextPort();
+  const floor = await startServer(
+    [
+      '--import',
+      'tsx',
+      join(ROOT, 'bench/fastify-floor-server.ts'),
+      bodyPath,
+      JSON.stringify(sameHeaders),
+      String(floorPort),
+      PAGE_ONE.split('?')[0] as string,
+    ],
+    {},
+    async () => (await get(floorPort, PAGE_ONE)).status === 200,
+  );
 
   log(
-    `${label}: page 1, bare node:http and the API alternately, ${settings.seconds} s each, ${settings.rounds} rounds`,
+    `${label}: page 1, bare node:http, Fastify alone and the API in turn, ${settings.seconds} s each, ${settings.rounds} rounds`,
   );
   const bareRuns: LoadResult[] = [];
+  const floorRuns: LoadResult[] = [];
   const apiRuns: LoadResult[] = [];
   try {
     // Unreported warm-up: V8's optimised code, the store's connections and the caches are in place
     // before the first counted round, so that round one does not measure start-up.
     await load(bare.pid, barePort, PAGE_ONE, {}, { seconds: 1 });
+    await load(floor.pid, floorPort, PAGE_ONE, {}, { seconds: 1 });
     await load(api.pid, api.port, PAGE_ONE, api.auth, { seconds: 1 });
     const before = await Promise.all(counters.map((c) => c.read()));
     for (let round = 0; round < settings.rounds; round += 1) {
       bareRuns.push(await load(bare.pid, barePort, PAGE_ONE, {}));
+      floorRuns.push(await load(floor.pid, floorPort, PAGE_ONE, {}));
       apiRuns.push(await load(api.pid, api.port, PAGE_ONE, api.auth));
     }
     const after = await Promise.all(counters.map((c) => c.read()));
@@ -87,13 +105,14 @@ export async function pageOneRatio(label: string, api: Api, target: number, coun
     });
   } finally {
     await stop(bare);
+    await stop(floor);
   }
 
   const best = (runs: LoadResult[]) => runs.reduce((a, b) => (b.rps > a.rps ? b : a));
   const bareBest = best(bareRuns);
   const apiBest = best(apiRuns);
   const ratio = apiBest.rps / bareBest.rps;
-  const failed = failures([...apiRuns, ...bareRuns]);
+  const failed = failures([...apiRuns, ...floorRuns, ...bareRuns]);
   const bareBound = bareBest.cpuPercent >= CPU_BOUND_PERCENT;
   const notes = [
     `rounds: API ${spread(apiRuns.map((r) => r.rps))}, bare ${spread(bareRuns.map((r) => r.rps))}`,
@@ -119,9 +138,16 @@ export async function pageOneRatio(label: string, api: Api, target: number, coun
     target: 'report',
     pass: null,
   });
+  const floorCpu = Math.min(...floorRuns.map((r) => r.cpuUsPerRequest));
+  addRow({
+    measurement: `${label}: page 1 server CPU per request, Fastify alone (one route, its logger) vs bare node:http, least of ${settings.rounds}`,
+    result: `${fmt(floorCpu)} vs ${fmt(bareCpu)} µs: Fastify alone at ${fmt((100 * bareCpu) / floorCpu)}% of the bare server's, the API at ${fmt((100 * bareCpu) / apiCpu)}% (rounds: ${spread(floorRuns.map((r) => r.cpuUsPerRequest))} µs)`,
+    target: 'report',
+    pass: null,
+  });
   addRow({
     measurement: `${label}: server CPU use during the page 1 runs, % of one core`,
-    result: `bare ${spread(bareRuns.map((r) => r.cpuPercent))}%, API ${spread(apiRuns.map((r) => r.cpuPercent))}%`,
+    result: `bare ${spread(bareRuns.map((r) => r.cpuPercent))}%, Fastify alone ${spread(floorRuns.map((r) => r.cpuPercent))}%, API ${spread(apiRuns.map((r) => r.cpuPercent))}%`,
     target: `bare >= ${CPU_BOUND_PERCENT}% (CPU-bound)`,
     pass: bareBound,
   });
