@@ -21,13 +21,14 @@ export const CPU_BOUND_PERCENT = 90;
  * Page-1 throughput of the API against a bare node:http server answering the same bytes and
  * headers (bench/bare-server.ts), alternately, `settings.rounds` rounds each, so that both see the
  * same machine; between them, the same bytes sent by Fastify alone (bench/fastify-floor-server.ts),
- * the floor of any Fastify application. Best round and spread of each; the server CPU time per request beside the ratio
- * (what the code costs, which the neighbours' load moves much less than the throughput); and the
- * bare server's CPU use, which says whether it, not the load generator or the machine, set its pace.
+ * the floor of any Fastify application. Best round and spread of each; the server CPU time per
+ * request beside the ratio (what the code costs, which the neighbours' load moves much less than
+ * the throughput); and the bare server's CPU use, which says whether it, not the load generator or
+ * the machine, set its pace.
  * `target`: the least share of the bare server's throughput the API must reach. `counters`: what
  * the stores count (transactions, commands), read before the first counted API round and after the
- * last one, and reported per API request of those rounds (the bare rounds between them touch no
- * store).
+ * last one, and reported per API request of those rounds (the bare and Fastify-alone rounds
+ * between them touch no store).
  */
 export async function pageOneRatio(label: string, api: Api, target: number, counters: StoreCounter[] = []) {
   const first = await get(api.port, PAGE_ONE, api.auth);
