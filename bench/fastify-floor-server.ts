@@ -2,10 +2,10 @@ import { readFileSync } from 'node:fs';
 import Fastify from 'fastify';
 
 /**
- * The framework's floor: Fastify as the API builds it, with its pino logger at the bench's level
- * (`warn`), and one route that sends the exact bytes and headers the bare server sends, with none of
- * the product's work (no key check, count, cache or metrics). Its CPU per request against the bare
- * server's is the share no code of the product can go above.
+ * The framework's floor: Fastify 5 with its pino logger at the level the bench runs the API with
+ * (`warn`), and one route that sends the exact bytes and headers the bare server sends, with none
+ * of the product's work (no key check, count, cache or metrics). Its CPU per request against the
+ * bare server's is the share no code of the product can go above.
  */
 const [bodyPath, headersJson, port, path] = process.argv.slice(2) as [string, string, string, string];
 const body = readFileSync(bodyPath);
