@@ -5,6 +5,30 @@ import { ConfigError, parseRedisUrl } from './config.ts';
 export const REDIS_COMMAND_TIMEOUT_MS = 200;
 const REDIS_CONNECT_TIMEOUT_MS = 1000;
 
+/**
+ * After a Redis command fails or times out, every user of the process's Redis that can do without
+ * it (the public rate limiter's count in memory, the key lookup's read of PostgreSQL) skips Redis
+ * for `retryAfterMs` before trying it again: while Redis is frozen, one request a second waits for
+ * the command timeout instead of every one, and no request waits for it twice (a 304's count and
+ * its refund; a count, then a read of the shared generation on another connection). One per
+ * process, shared by all of them (`openServices`).
+ */
+export class RedisSuspicion {
+  private until = 0;
+
+  constructor(private readonly retryAfterMs = 1000) {}
+
+  /** Whether a command failed within the last `retryAfterMs`: Redis is best not asked now. */
+  get suspect(): boolean {
+    return Date.now() < this.until;
+  }
+
+  /** A command failed or timed out: opens the period, unless one is already open. */
+  failed(): void {
+    if (!this.suspect) this.until = Date.now() + this.retryAfterMs;
+  }
+}
+
 export interface RedisLogger {
   warn(details: object, message: string): void;
   info(details: object, message: string): void;

@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import { Counter } from 'prom-client';
 import { cacheBudgets, DEFAULT_CACHE_MAX_MB } from '../config.ts';
 import { ENTRY_OVERHEAD_BYTES, Lru } from '../lib/lru.ts';
+import { RedisSuspicion } from '../redis.ts';
 import {
   type IRateLimiterRedisOptions,
   type RateLimiterAbstract,
@@ -42,13 +43,6 @@ const WINDOW_SECONDS = 3600;
 const REFUND_MARGIN_MS = 1000;
 // The counter itself never refuses: the account's allowance is compared per request.
 const UNBOUNDED_POINTS = Number.MAX_SAFE_INTEGER;
-/**
- * Once Redis has failed or timed out, every count goes straight to the in-memory one for this
- * long before Redis is tried again: while Redis is frozen, one request a second waits for the
- * command timeout instead of every one, and a request that needs several commands (a 304's count
- * and refund) waits for it at most once.
- */
-const REDIS_RETRY_AFTER_MS = 1000;
 
 /**
  * The per-instance count used while Redis fails or is slow. rate-limiter-flexible turns to its
@@ -150,7 +144,8 @@ export class PublicRateLimiter {
   private readonly shared: RateLimiterAbstract;
   /** The insurance count, used directly while Redis is suspect; `null` without Redis. */
   private readonly fallback: CountedFallbackLimiter | null;
-  private redisSuspectUntil = 0;
+  /** The process's Redis failures (`RedisSuspicion`): while one is recent, counts skip Redis. */
+  private readonly suspicion: RedisSuspicion;
   /** Window ends as first seen, per key (see `stableEnd`), within CACHE_MAX_MB's share. */
   private readonly windowEnds: Lru<string, number>;
   private readonly sameWindowMs: number;
@@ -174,8 +169,8 @@ export class PublicRateLimiter {
    *
    * `generationKey`: the shared generation's Redis key (`SharedGeneration.key`), read with every
    * count; none where there is no shared generation (SQLite's commit watch needs no Redis).
-   * `windowBytes`: the bound of the window ends kept (`cacheBudgets`). `keyPrefix` and
-   * `windowSeconds` are the tests' to change.
+   * `windowBytes`: the bound of the window ends kept (`cacheBudgets`). `suspicion`: the one the
+   * process's other users of Redis share. `keyPrefix` and `windowSeconds` are the tests' to change.
    */
   constructor(
     redis: Redis | null,
@@ -184,13 +179,16 @@ export class PublicRateLimiter {
       keyPrefix = 'safety-api:rl',
       windowSeconds = WINDOW_SECONDS,
       windowBytes = cacheBudgets(DEFAULT_CACHE_MAX_MB).rateLimitWindows,
+      suspicion = new RedisSuspicion(),
     }: {
       generationKey?: string | null;
       keyPrefix?: string;
       windowSeconds?: number;
       windowBytes?: number;
+      suspicion?: RedisSuspicion;
     } = {},
   ) {
+    this.suspicion = suspicion;
     this.windowEnds = new Lru(windowBytes, (_end, keyId) => keyId.length * 2 + ENTRY_OVERHEAD_BYTES);
     this.windowSeconds = windowSeconds;
     this.readsGeneration = redis !== null && generationKey !== null;
@@ -203,10 +201,8 @@ export class PublicRateLimiter {
     const fallback = new CountedFallbackLimiter(
       { keyPrefix: `${keyPrefix}:insurance`, points: UNBOUNDED_POINTS, duration: windowSeconds },
       this.fallbackCounter,
-      () => {
-        // Only a failure seen through Redis opens (or reopens) the period, not the direct uses in it.
-        if (Date.now() >= this.redisSuspectUntil) this.redisSuspectUntil = Date.now() + REDIS_RETRY_AFTER_MS;
-      },
+      // A direct use while the period is open does not reopen it: only a failure seen through Redis.
+      () => suspicion.failed(),
     );
     this.fallback = fallback;
     const options: IRateLimiterRedisOptions = {
@@ -226,7 +222,7 @@ export class PublicRateLimiter {
 
   /** Where this call counts: Redis (with its insurance), or the insurance alone while Redis is suspect. */
   private get limiter(): RateLimiterAbstract {
-    return this.fallback !== null && Date.now() < this.redisSuspectUntil ? this.fallback : this.shared;
+    return this.fallback !== null && this.suspicion.suspect ? this.fallback : this.shared;
   }
 
   /**

@@ -3,13 +3,8 @@ import type { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
 import { healthRepository } from '../db/repositories/health.ts';
 import type { Database } from '../db/schema.ts';
+import { RedisSuspicion } from '../redis.ts';
 
-/**
- * Once a read of the generation has failed or timed out, lookups go straight to PostgreSQL for
- * this long before Redis is asked again: while Redis is frozen, one request a second waits for
- * the command timeout instead of every one.
- */
-const REDIS_RETRY_AFTER_MS = 1000;
 /** How often a bump Redis did not take is tried again (`bumpOrKeepTrying`). */
 const BUMP_RETRY_MS = 500;
 
@@ -25,7 +20,6 @@ const BUMP_RETRY_MS = 500;
  * is `null`, which makes the caller read PostgreSQL: more reads than needed, never stale rows.
  */
 export class SharedGeneration {
-  private suspectUntil = 0;
   /** A failed bump is being tried again (`bumpOrKeepTrying`). */
   private retrying = false;
 
@@ -33,6 +27,8 @@ export class SharedGeneration {
     private readonly redis: Redis,
     /** Where the value lives; the rate limiter's counting script reads it too (`PublicRateLimiter`). */
     readonly key: string,
+    /** The process's Redis failures: while one is recent, the generation is not read (`null`). */
+    private readonly suspicion: RedisSuspicion,
   ) {}
 
   /**
@@ -40,9 +36,13 @@ export class SharedGeneration {
    * name, so instances that reach one database by different URLs share it; databases of the same
    * name on different servers sharing one Redis would share it too, which costs extra reads only.
    */
-  static async open(redis: Redis, db: Kysely<Database>): Promise<SharedGeneration> {
+  static async open(
+    redis: Redis,
+    db: Kysely<Database>,
+    suspicion = new RedisSuspicion(),
+  ): Promise<SharedGeneration> {
     const name = await healthRepository.postgresDatabaseName(db);
-    const generation = new SharedGeneration(redis, `safety-api:generation:${name}`);
+    const generation = new SharedGeneration(redis, `safety-api:generation:${name}`, suspicion);
     // The first instance on a new Redis sets one, so that even the first rows read can be reused.
     await generation.current();
     return generation;
@@ -50,14 +50,14 @@ export class SharedGeneration {
 
   /** The current value, or `null` when it cannot be known: read it before the rows it guards. */
   async current(): Promise<string | null> {
-    if (this.redis.status !== 'ready' || Date.now() < this.suspectUntil) return null;
+    if (this.redis.status !== 'ready' || this.suspicion.suspect) return null;
     try {
       const value = await this.redis.get(this.key);
       // None yet (a new or emptied Redis): set one, so that rows read from now on can be reused.
       if (value === null) await this.redis.set(this.key, randomUUID(), 'NX');
       return value;
     } catch {
-      this.suspectUntil = Date.now() + REDIS_RETRY_AFTER_MS;
+      this.suspicion.failed();
       return null;
     }
   }

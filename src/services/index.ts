@@ -12,7 +12,7 @@ import { type DatabaseHandle, openServerDatabase } from '../db/database.ts';
 import { migrateThrough, migrateToLatest } from '../db/migrate.ts';
 import type { Database } from '../db/schema.ts';
 import { isStoreUnavailable } from '../db/store-health.ts';
-import { openRedis, RedisAvailability, redisReady } from '../redis.ts';
+import { openRedis, RedisAvailability, RedisSuspicion, redisReady } from '../redis.ts';
 import { WebhookDispatcher } from '../webhooks/delivery.ts';
 import { OutboundClient } from '../webhooks/outbound.ts';
 import { incidentService } from './incident-service.ts';
@@ -79,9 +79,13 @@ export async function openServices(
   if (redis !== null && !(await redisReady(redis))) {
     logger.warn('Redis is not answering: rate limits are counted per instance until it does');
   }
+  // A Redis failure seen by one user of Redis spares the others its timeout for a while.
+  const redisSuspicion = new RedisSuspicion();
   // SQLite's commit watch sees every commit by itself; PostgreSQL needs writers to say so.
   const sharedGeneration =
-    redis !== null && database.store === 'postgres' ? await SharedGeneration.open(redis, database.db) : null;
+    redis !== null && database.store === 'postgres'
+      ? await SharedGeneration.open(redis, database.db, redisSuspicion)
+      : null;
   // Where the count reads the generation, it has a connection of its own: ioredis keeps one script
   // per command name and connection, and rate-limiter-flexible names every counting script alike,
   // so the sign-in throttles' limiters would replace this one's.
@@ -93,6 +97,7 @@ export async function openServices(
   const rateLimiter = new PublicRateLimiter(countingRedis, {
     generationKey: sharedGeneration?.key ?? null,
     windowBytes: caches.rateLimitWindows,
+    suspicion: redisSuspicion,
   });
 
   const lastUse = new LastUseRecorder(database.db as Kysely<Database>, (error) => {

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { REDIS_COMMAND_TIMEOUT_MS } from '../../src/redis.ts';
 import { bearer, STORES, seedAccount, seedKey } from '../helpers.ts';
 import { createFaultContext, type FaultContext, type OwnRedis, sleep, startRedis, timed } from './harness.ts';
 
@@ -108,3 +109,57 @@ describe(`public rate limiter with Redis frozen or killed (${store})`, () => {
     assert.ok((await fallbackCount()) - fallbackBefore >= answered);
   });
 });
+
+/**
+ * With PostgreSQL, a request may ask Redis twice on two connections: its count, which reads the
+ * shared generation, and then, if that count did not confirm the remembered key row, the
+ * generation itself before the row is read again. Redis frozen, the first must spare the second
+ * its timeout.
+ */
+if (STORES.includes('postgres')) {
+  describe('PostgreSQL with Redis frozen: no request waits for two command timeouts', () => {
+    let redis: OwnRedis;
+    let ctx: FaultContext;
+    let rawKey: string;
+
+    before(async () => {
+      redis = await startRedis();
+      ctx = await createFaultContext('postgres', { REDIS_URL: redis.url });
+      const accountId = await seedAccount(ctx.db, { rate_limit_per_hour: 100_000 });
+      ({ rawKey } = await seedKey(ctx.db, accountId));
+    });
+    after(async () => {
+      await ctx?.close();
+      await redis?.stop();
+    });
+
+    test('one request at a time for ~2.5 s: each 200 in less than two timeouts, some having met one', async () => {
+      const get = () =>
+        ctx.app.inject({ method: 'GET', url: '/api/v1/public/departments', headers: bearer(rawKey) });
+      // The key row is remembered, with the generation it was read under.
+      for (let i = 0; i < 3; i += 1) assert.equal((await get()).statusCode, 200);
+
+      const times: number[] = [];
+      redis.process.kill('SIGSTOP');
+      try {
+        const until = Date.now() + 2500;
+        while (Date.now() < until) {
+          const { result, ms } = await timed(get);
+          assert.equal(result.statusCode, 200);
+          times.push(ms);
+        }
+      } finally {
+        redis.process.kill('SIGCONT');
+      }
+      const slowest = Math.max(...times);
+      assert.ok(
+        slowest < 2 * REDIS_COMMAND_TIMEOUT_MS,
+        `slowest answer ${Math.round(slowest)} ms of ${times.length}`,
+      );
+      assert.ok(
+        slowest >= REDIS_COMMAND_TIMEOUT_MS,
+        `a request met the frozen Redis (slowest ${Math.round(slowest)} ms)`,
+      );
+    });
+  });
+}
