@@ -32,6 +32,7 @@ export class RedisSuspicion {
 export interface RedisLogger {
   warn(details: object, message: string): void;
   info(details: object, message: string): void;
+  debug(details: object, message: string): void;
 }
 
 /**
@@ -46,7 +47,8 @@ const RECOVERY_QUIET_MS = 1000;
  * (the primary died or failed over, the network between) and one info line, naming the primary,
  * once every connection it watches has been ready again for `RECOVERY_QUIET_MS`: not a line per
  * connection, error or attempt. Only a connection that was ready can be lost; Redis not answering
- * at start is the opener's to say.
+ * at start is the opener's to say. At `debug`, each connection's own steps are logged as well
+ * (ready at an address, closed, an error), numbered in the order the connections were watched.
  */
 export class RedisAvailability {
   private readonly connections: Redis[] = [];
@@ -59,15 +61,18 @@ export class RedisAvailability {
 
   watch(redis: Redis): void {
     this.connections.push(redis);
+    const connection = this.connections.length;
     redis.on('ready', () => {
       this.primary = `${redis.stream.remoteAddress}:${redis.stream.remotePort}`;
+      this.logger.debug({ connection, address: this.primary }, 'Redis connection ready');
       if (this.lostAt === null || !this.allReady()) return;
       this.cancelRecovery();
       const backAt = Date.now();
       this.recovery = setTimeout(() => this.recovered(backAt), RECOVERY_QUIET_MS).unref();
     });
     // A connection that closed and will be tried again; `disconnect()` (shutdown) emits none.
-    redis.on('reconnecting', () => {
+    redis.on('reconnecting', (delayMs: number) => {
+      this.logger.debug({ connection, delayMs }, 'Redis connection closed: connecting again');
       this.cancelRecovery();
       if (this.lostAt !== null || this.primary === null) return;
       this.lostAt = Date.now();
@@ -75,6 +80,9 @@ export class RedisAvailability {
         { primary: this.primary },
         'Redis unavailable: rate limits are counted per instance until it is back',
       );
+    });
+    redis.on('error', (error: Error) => {
+      this.logger.debug({ connection, error: error.message }, 'Redis connection error');
     });
   }
 

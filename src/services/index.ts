@@ -46,16 +46,17 @@ export interface Services {
 
 export async function openServices(
   config: Config,
-  logger: Pick<Logger, 'warn' | 'error'> & Partial<Pick<Logger, 'info'>>,
+  logger: Pick<Logger, 'warn' | 'error'> & Partial<Pick<Logger, 'info' | 'debug'>>,
 ): Promise<Services> {
   // An in-memory SQLite database exists only in its one handle: it is migrated on the server's below.
   if (config.databaseUrl !== IN_MEMORY_SQLITE)
     await migrateThrough(config.databaseUrl, config.migrationDatabaseUrl);
-  // Where the stores say they went away and came back (a test's logger may have no `info`).
+  // Where the stores say they went away and came back (a test's logger may have no `info` or `debug`).
   const availabilityLog = {
     warn: (details: object, message: string) => logger.warn(details, message),
     info: (details: object, message: string) =>
       logger.info === undefined ? logger.warn(details, message) : logger.info(details, message),
+    debug: (details: object, message: string) => logger.debug?.(details, message),
   };
   const caches = cacheBudgets(config.cacheMaxMb);
   const database = openServerDatabase(config.databaseUrl, {

@@ -117,7 +117,8 @@ describe(`Redis failover through Sentinel, under load (${store})`, () => {
     const redisUrl = `redis+sentinel://:${PASSWORD}@${sentinels
       .map((sentinel) => `127.0.0.1:${sentinel.port}`)
       .join(',')}/${MASTER}?db=${DB}`;
-    const env = { DATABASE_URL: database.url, REDIS_URL: redisUrl };
+    // At debug, each Redis connection's steps are logged too: what a failure here prints.
+    const env = { DATABASE_URL: database.url, REDIS_URL: redisUrl, LOG_LEVEL: 'debug' };
     // The first server migrates the new database; the keys are made before any request.
     servers.push(await startServer(env));
     const handle = openDatabase(database.url);
@@ -268,6 +269,12 @@ describe(`Redis failover through Sentinel, under load (${store})`, () => {
       assert.equal(up.length, 1, `one line for the recovery: ${JSON.stringify(up)}`);
       assert.equal(down[0]?.primary, `127.0.0.1:${primary.port}`, 'the lost primary is named');
       assert.equal(up[0]?.primary, `127.0.0.1:${replica.port}`, 'the new primary is named');
+      assert.ok(
+        logged(server, /^Redis connection ready$/).some(
+          (line) => line.level === 20 && line.address === `127.0.0.1:${replica.port}`,
+        ),
+        `at debug, a connection says it is ready at the new primary: ${JSON.stringify(logged(server, /Redis connection/).slice(-6))}`,
+      );
       assert.ok(!server.logs().includes(PASSWORD), 'the password is in no log line');
     }
   });
