@@ -49,6 +49,8 @@ for (const store of STORES) {
     test('the counts equal the requests made, by class, with nothing written before the flush', async () => {
       const accountId = await seedAccount(ctx.db, { rate_limit_per_hour: 4 });
       const key = await seedKey(ctx.db, accountId);
+      const hourOf = (ms: number) => new Date(ms - (ms % HOUR_MS)).toISOString();
+      const firstHour = hourOf(Date.now());
       const statuses = [];
       for (let i = 0; i < 3; i += 1) statuses.push((await get(ctx.app, key.rawKey)).statusCode);
       statuses.push((await get(ctx.app, key.rawKey, '/api/v1/public/incidents/no-such-incident')).statusCode);
@@ -62,8 +64,16 @@ for (const store of STORES) {
       await ctx.services.keyUsage.flush();
       const report = await keyUsageService.report(ctx.db, key.id, 30);
       assert.deepEqual(report.totals, { ok: 3, client_errors: 1, rate_limited: 2 });
-      assert.equal(report.hours.length, 1);
-      assert.equal(report.hours[0]?.hour, new Date(Date.now() - (Date.now() % HOUR_MS)).toISOString());
+      const lastHour = hourOf(Date.now());
+      if (firstHour === lastHour) {
+        assert.deepEqual(
+          report.hours.map(({ hour }) => hour),
+          [firstHour],
+        );
+      } else {
+        // The requests straddled the end of an hour: each is in the hour it was made in.
+        assert.ok(report.hours.every(({ hour }) => hour === firstHour || hour === lastHour));
+      }
     });
 
     test('an expired or disabled key is still counted for its key, as client errors', async () => {
