@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import type { Store } from '../../src/db/database.ts';
 import { REDIS_COMMAND_TIMEOUT_MS } from '../../src/redis.ts';
 import { bearer, STORES, seedAccount, seedKey } from '../helpers.ts';
 import { createFaultContext, type FaultContext, type OwnRedis, sleep, startRedis, timed } from './harness.ts';
@@ -10,6 +11,31 @@ const store = STORES[0] ?? 'sqlite';
 /** Generous bound for a request while Redis is frozen or gone: the command timeout is 200 ms. */
 const MAX_MS = 500;
 
+/**
+ * A Redis of the test's own, the application on store `on` counting in it, and a key allowed 100,000
+ * requests an hour. Redis is stopped again if the application does not start.
+ */
+async function startRedisAndApp(on: Store) {
+  const redis = await startRedis();
+  try {
+    const ctx = await createFaultContext(on, { REDIS_URL: redis.url });
+    const accountId = await seedAccount(ctx.db, { rate_limit_per_hour: 100_000 });
+    return { redis, ctx, key: await seedKey(ctx.db, accountId) };
+  } catch (error) {
+    await redis.stop();
+    throw error;
+  }
+}
+
+/** GET /departments with `rawKey`, and any further headers. */
+function departments(ctx: FaultContext, rawKey: string, headers: Record<string, string> = {}) {
+  return ctx.app.inject({
+    method: 'GET',
+    url: '/api/v1/public/departments',
+    headers: { ...bearer(rawKey), ...headers },
+  });
+}
+
 describe(`public rate limiter with Redis frozen or killed (${store})`, () => {
   let redis: OwnRedis;
   let ctx: FaultContext;
@@ -17,26 +43,21 @@ describe(`public rate limiter with Redis frozen or killed (${store})`, () => {
   let keyId: string;
 
   before(async () => {
-    redis = await startRedis();
-    ctx = await createFaultContext(store, { REDIS_URL: redis.url });
-    const accountId = await seedAccount(ctx.db, { rate_limit_per_hour: 100_000 });
-    ({ rawKey, id: keyId } = await seedKey(ctx.db, accountId));
+    ({
+      redis,
+      ctx,
+      key: { rawKey, id: keyId },
+    } = await startRedisAndApp(store));
   });
   after(async () => {
     await ctx?.close();
     await redis?.stop();
   });
 
-  const get = () =>
-    ctx.app.inject({ method: 'GET', url: '/api/v1/public/departments', headers: bearer(rawKey) });
+  const get = () => departments(ctx, rawKey);
   let etag = '';
   /** A 304 is counted and then refunded: more Redis commands than a 200, under the same bound. */
-  const conditionalGet = () =>
-    ctx.app.inject({
-      method: 'GET',
-      url: '/api/v1/public/departments',
-      headers: { ...bearer(rawKey), 'if-none-match': etag },
-    });
+  const conditionalGet = () => departments(ctx, rawKey, { 'if-none-match': etag });
 
   async function fallbackCount(): Promise<number> {
     const metrics = await ctx.app.inject({ method: 'GET', url: '/metrics' });
@@ -123,10 +144,11 @@ if (STORES.includes('postgres')) {
     let rawKey: string;
 
     before(async () => {
-      redis = await startRedis();
-      ctx = await createFaultContext('postgres', { REDIS_URL: redis.url });
-      const accountId = await seedAccount(ctx.db, { rate_limit_per_hour: 100_000 });
-      ({ rawKey } = await seedKey(ctx.db, accountId));
+      ({
+        redis,
+        ctx,
+        key: { rawKey },
+      } = await startRedisAndApp('postgres'));
     });
     after(async () => {
       await ctx?.close();
@@ -134,8 +156,7 @@ if (STORES.includes('postgres')) {
     });
 
     test('one request at a time for ~2.5 s: each 200 in less than two timeouts, some having met one', async () => {
-      const get = () =>
-        ctx.app.inject({ method: 'GET', url: '/api/v1/public/departments', headers: bearer(rawKey) });
+      const get = () => departments(ctx, rawKey);
       // The key row is remembered, with the generation it was read under.
       for (let i = 0; i < 3; i += 1) assert.equal((await get()).statusCode, 200);
 
