@@ -12,6 +12,7 @@ import type { PublicRateLimiter } from './auth/rate-limit.ts';
 import type { SignIn } from './auth/sign-in.ts';
 import type { Config } from './config.ts';
 import type { Database } from './db/schema.ts';
+import { newRequestBudget, type RequestBudget, runInBudget } from './db/store-context.ts';
 import { ApiError, BODY_LIMIT_BYTES, frameworkErrorOptions, registerErrorHandling } from './errors.ts';
 import { loggerOptions, requestId } from './logging.ts';
 import oauthPlugin from './oauth/plugin.ts';
@@ -39,6 +40,10 @@ declare module 'fastify' {
     signIn: SignIn;
     webhookDeps: WebhookDeps;
     webhooks: WebhookDispatcher;
+  }
+  interface FastifyRequest {
+    /** The request's one budget for the store (`store-context.ts`). */
+    storeBudget: RequestBudget;
   }
 }
 
@@ -161,11 +166,20 @@ export async function buildApp(
   app.decorate('webhookDeps', services.webhookDeps);
   app.decorate('webhooks', services.webhooks);
   app.decorateRequest('apiKey', null as never);
+  app.decorateRequest('storeBudget', null as never);
 
   // Synchronous (callback style): an async hook would cost a promise and a tick on every request.
+  // The store budget starts here, before anything of the request can wait on the store.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
-    done();
+    request.storeBudget = newRequestBudget();
+    runInBudget(request.storeBudget, done);
+  });
+  // A body is read from the socket's events, which run outside the request's context: what
+  // follows it is put back under the request's budget.
+  app.addHook('preValidation', (request, _reply, done) => {
+    if (hasBody(request.raw)) runInBudget(request.storeBudget, done);
+    else done();
   });
   // Set on the raw response, so that responses Fastify does not send itself (the OAuth provider's)
   // carry it too.

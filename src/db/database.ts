@@ -30,6 +30,12 @@ import {
 } from './snapshot.ts';
 import { type BusyRetryOptions, ServerSqliteDialect } from './sqlite-driver.ts';
 import {
+  currentOperation,
+  REQUEST_STORE_BUDGET_MS,
+  type RequestBudget,
+  requestBudget,
+} from './store-context.ts';
+import {
   isStoreUnavailable,
   type MonitorLogger,
   StoreMonitor,
@@ -57,13 +63,19 @@ export interface DatabaseHandle {
  */
 export const STORE_DEADLINE_MS = 2000;
 /**
- * The client-side PostgreSQL deadline, counted from the moment a request asked the pool for the
- * connection, so that waiting for a pooled connection and then for a stuck statement add up to no
- * more than this. It lies after the server-side statement_timeout, which ends a stuck statement
- * cleanly and keeps the connection; this one also covers a frozen server.
+ * The client-side PostgreSQL deadline of work outside a request (webhook deliveries, flushes),
+ * counted from the moment it asked the pool for the connection, so that waiting for a pooled
+ * connection and then for a stuck statement add up to no more than this. A request has one budget
+ * for all of its checkouts instead (`REQUEST_STORE_BUDGET_MS`, the same length). It lies after the
+ * server-side statement_timeout, which ends a stuck statement cleanly and keeps the connection;
+ * this one also covers a frozen server.
  */
 const PG_CHECKOUT_BUDGET_MS = STORE_DEADLINE_MS + 500;
-/** What a statement is given at least, however long its request waited for the connection. */
+/**
+ * What a statement begun within its budget is given at least: one that meets the budget's last
+ * moments is not failed for want of a few milliseconds. So a request's 503 comes at most this
+ * much after its budget; a statement that would begin after the budget is not sent at all.
+ */
 const PG_MIN_QUERY_MS = 500;
 /** When each checked-out connection was asked for (see `PG_CHECKOUT_BUDGET_MS`). */
 const checkoutStarts = new WeakMap<object, number>();
@@ -285,6 +297,15 @@ class PreparingClient extends pg.Client {
   // result, so its declared result (`never`) is only what satisfies all of them at once.
   override query(...args: unknown[]): never {
     const [text, values, ...rest] = args;
+    const deadline = this.queryDeadline;
+    const operation = currentOperation();
+    const budget = deadline === null || typeof text !== 'string' ? undefined : requestBudget();
+    // A request whose budget is spent gets its 503 now, not after one more statement.
+    if (deadline !== null && budget !== undefined && budget.leftMs <= 0) {
+      const error = budgetSpent();
+      deadline.monitor.report(error, operation);
+      return Promise.reject(error) as never;
+    }
     const name = typeof text === 'string' ? preparedStatementNames.get(text) : undefined;
     const call = super.query as (...callArgs: unknown[]) => never;
     const result: unknown =
@@ -295,11 +316,12 @@ class PreparingClient extends pg.Client {
           : name !== undefined && Array.isArray(values)
             ? call.call(this, { name, text, values }, ...rest)
             : call.apply(this, args);
-    const deadline = this.queryDeadline;
     if (deadline === null || !(result instanceof Promise)) return result as never;
-    const started = checkoutStarts.get(this) ?? Date.now();
-    const ms = Math.max(started + deadline.budgetMs - Date.now(), PG_MIN_QUERY_MS);
-    return this.withDeadline(result, ms, deadline.monitor) as never;
+    const left = budget?.leftMs ?? (checkoutStarts.get(this) ?? Date.now()) + deadline.budgetMs - Date.now();
+    return this.withDeadline(result, Math.max(left, PG_MIN_QUERY_MS), deadline.monitor, {
+      operation,
+      budget,
+    }) as never;
   }
 
   /** A query marked by `copiedOnPostgres`: its COPY text, whole, as the one row of a result. */
@@ -328,27 +350,89 @@ class PreparingClient extends pg.Client {
    * and goes back to the pool. Past the deadline this ends the connection, so the pool opens a new
    * one, and the caller gets a "store unavailable" error.
    */
-  private withDeadline(pending: Promise<unknown>, ms: number, monitor: StoreMonitor): Promise<unknown> {
+  private withDeadline(
+    pending: Promise<unknown>,
+    ms: number,
+    monitor: StoreMonitor,
+    { operation, budget }: { operation: string | undefined; budget: RequestBudget | undefined },
+  ): Promise<unknown> {
+    const started = Date.now();
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        const error = new StoreUnavailableError(`PostgreSQL did not answer within ${ms} ms`);
-        monitor.report(error);
-        reject(error);
-        this.end().catch(() => {});
-      }, ms);
+      let settled = false;
+      const settle = () => {
+        settled = true;
+        budget?.spend(Date.now() - started);
+      };
+      // Judged after the poll phase (`setImmediate`): an event loop kept busy past the deadline
+      // runs its timers before it reads the answers that arrived meanwhile, and those are not a
+      // late PostgreSQL.
+      const timer = setTimeout(
+        () =>
+          setImmediate(() => {
+            if (settled) return;
+            settle();
+            const error = new StoreUnavailableError(`PostgreSQL did not answer within ${ms} ms`);
+            monitor.report(error, operation);
+            reject(error);
+            this.end().catch(() => {});
+          }),
+        ms,
+      );
       pending.then(
         (value) => {
           clearTimeout(timer);
+          if (settled) return;
+          settle();
           resolve(value);
         },
         (error: unknown) => {
           clearTimeout(timer);
-          monitor.report(error);
+          if (settled) return;
+          settle();
+          monitor.report(error, operation);
           reject(error);
         },
       );
     });
   }
+}
+
+/** The error of a request that has no budget left for the store. */
+function budgetSpent(): StoreUnavailableError {
+  return new StoreUnavailableError(`the request's ${REQUEST_STORE_BUDGET_MS} ms for the store ran out`);
+}
+
+/**
+ * A pooled connection, if one comes within what is left of `budget` (which the wait is counted
+ * against); otherwise a "store unavailable" error, and the connection, should it come later, goes
+ * straight back to the pool.
+ */
+function checkoutWithin(pool: pg.Pool, budget: RequestBudget): Promise<pg.PoolClient> {
+  const left = budget.leftMs;
+  if (left <= 0) return Promise.reject(budgetSpent());
+  const started = Date.now();
+  return new Promise((resolve, reject) => {
+    let late = false;
+    const timer = setTimeout(() => {
+      late = true;
+      budget.spend(Date.now() - started);
+      reject(budgetSpent());
+    }, left);
+    pool.connect().then(
+      (client) => {
+        clearTimeout(timer);
+        if (late) return client.release();
+        budget.spend(Date.now() - started);
+        resolve(client);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        if (late) return;
+        budget.spend(Date.now() - started);
+        reject(error instanceof Error ? error : new Error(String(error)));
+      },
+    );
+  });
 }
 
 function openPostgres(
@@ -375,14 +459,14 @@ function openPostgres(
     // and opens a new one when next needed.
     pool.on('error', (error) => {
       // During an outage every idle connection dies at once: the monitor's one line says it all.
-      if (monitor !== null && isStoreUnavailable(error)) monitor.report(error);
+      if (monitor !== null && isStoreUnavailable(error)) monitor.report(error, 'pool: idle connection');
       else onIdleError(error);
     });
     // pg-pool listens for 'error' only while a connection is idle; one that dies while checked out
     // (between two queries, or with none running) would emit it unheard and end the process. Its
     // query, if any, fails on its own, and the pool discards the connection when it comes back.
     pool.on('connect', (client) => {
-      client.on('error', (error) => monitor?.report(error));
+      client.on('error', (error) => monitor?.report(error, 'pool: connection in use'));
     });
     return pool;
   };
@@ -393,16 +477,20 @@ function openPostgres(
   );
   const bounded = {
     async connect() {
-      if (monitor !== null && pool.waitingCount >= PG_MAX_WAITING) {
-        throw new StoreUnavailableError('too many requests are waiting for a PostgreSQL connection');
-      }
-      const started = Date.now();
+      const operation = currentOperation();
       try {
-        const client = await pool.connect();
+        if (monitor !== null && pool.waitingCount >= PG_MAX_WAITING) {
+          throw new StoreUnavailableError('too many requests are waiting for a PostgreSQL connection');
+        }
+        const started = Date.now();
+        // The pool's own wait (connectionTimeoutMillis) is per checkout; a request's is what is
+        // left of its budget.
+        const budget = monitor === null ? undefined : requestBudget();
+        const client = await (budget === undefined ? pool.connect() : checkoutWithin(pool, budget));
         checkoutStarts.set(client, started);
         return client;
       } catch (error) {
-        monitor?.report(error);
+        monitor?.report(error, operation);
         throw error;
       }
     },
@@ -478,7 +566,10 @@ export function openServerDatabase(databaseUrl: string, options: ServerDatabaseO
     store === 'sqlite'
       ? openSqlite(
           databaseUrl,
-          { deadlineMs: STORE_DEADLINE_MS, onUnavailable: (error) => monitor.report(error) },
+          {
+            deadlineMs: STORE_DEADLINE_MS,
+            onUnavailable: (error, operation) => monitor.report(error, operation),
+          },
           options.caches ?? cacheBudgets(DEFAULT_CACHE_MAX_MB),
         )
       : {

@@ -7,6 +7,7 @@ import {
   type SqliteDatabase,
   type TransactionSettings,
 } from 'kysely';
+import { currentOperation, requestBudget } from './store-context.ts';
 import { StoreUnavailableError } from './store-health.ts';
 
 /**
@@ -21,10 +22,13 @@ import { StoreUnavailableError } from './store-health.ts';
  */
 
 export interface BusyRetryOptions {
-  /** How long one statement or BEGIN may keep meeting a busy lock before it fails. */
+  /**
+   * How long one statement or BEGIN outside a request may keep meeting a busy lock before it
+   * fails; a request's share is what is left of its budget (`requestBudget`).
+   */
   deadlineMs: number;
-  /** Hears of every failure past the deadline (the store monitor). */
-  onUnavailable(error: Error): void;
+  /** Hears of every failure past the deadline (the store monitor), with the operation that failed. */
+  onUnavailable(error: Error, operation: string | undefined): void;
 }
 
 const FIRST_BACKOFF_MS = 2;
@@ -120,7 +124,9 @@ class ServerSqliteDriver implements Driver {
   }
 
   private async withBusyRetry<T>(attempt: () => T | Promise<T>): Promise<T> {
-    const deadline = Date.now() + this.options.deadlineMs;
+    const started = Date.now();
+    const budget = requestBudget();
+    const deadline = started + (budget?.leftMs ?? this.options.deadlineMs);
     let backoff = FIRST_BACKOFF_MS;
     for (;;) {
       try {
@@ -130,13 +136,16 @@ class ServerSqliteDriver implements Driver {
         const left = deadline - Date.now();
         if (left <= 0) {
           const unavailable = new StoreUnavailableError(
-            `SQLite database stayed locked by another writer for ${this.options.deadlineMs} ms`,
+            `SQLite database stayed locked by another writer for ${Date.now() - started} ms`,
             { cause: error },
           );
-          this.options.onUnavailable(unavailable);
+          this.options.onUnavailable(unavailable, currentOperation());
           throw unavailable;
         }
+        // Only the waits count against a request's budget: each try itself is immediate.
+        const slept = Date.now();
         await sleep(Math.min(backoff, left));
+        budget?.spend(Date.now() - slept);
         backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
       }
     }

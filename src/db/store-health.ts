@@ -1,8 +1,13 @@
+import { outsideRequest } from './store-context.ts';
+
 /**
  * What "the store is unavailable" means, decided in one place below every user of the store, so
  * the public API, the wider API, the admin panel and the OAuth endpoints all answer an outage the
  * same way (503 + Retry-After) instead of a 500 or an "invalid token".
  */
+
+/** How `StoreMonitor` names a failed call that no repository operation issued. */
+export const UNNAMED_OPERATION = '(outside the repositories)';
 
 /** Seconds a client is asked to wait before retrying while the store is unavailable. */
 export const STORE_RETRY_AFTER_SECONDS = 5;
@@ -76,6 +81,11 @@ export interface MonitorLogger {
  * store is stuck (a long lock on one table): the probe's `select 1` succeeds while the requests
  * that read that table keep failing, and without it the log would alternate down and up lines.
  * Requests keep trying the store meanwhile (with their deadlines), so recovery needs no restart.
+ *
+ * Both lines name what failed by the repository operation that issued it (`store-context.ts`),
+ * never by its SQL or parameters: the warn line the first failure, the info line every operation
+ * that failed during the outage with its count. So a statement that hit its timeout is always
+ * named, without a line per request.
  */
 export class StoreMonitor {
   private down = false;
@@ -83,6 +93,8 @@ export class StoreMonitor {
   private lastFailure = 0;
   private timer: NodeJS.Timeout | null = null;
   private closed = false;
+  /** Failures of the current outage, by operation. */
+  private failed = new Map<string, number>();
 
   /**
    * `quietMs` lies beyond the longest deadline of a request (PostgreSQL's 2.5 s budget), so a
@@ -99,15 +111,19 @@ export class StoreMonitor {
     return !this.down;
   }
 
-  /** Notes a failed store call; only unavailability counts, other errors are the caller's. */
-  report(error: unknown): void {
+  /**
+   * Notes a failed store call, issued by `operation` (`currentOperation()`; unnamed: SQL outside
+   * the repositories); only unavailability counts, other errors are the caller's.
+   */
+  report(error: unknown, operation = UNNAMED_OPERATION): void {
     if (this.closed || !isStoreUnavailable(error)) return;
     this.lastFailure = Date.now();
+    this.failed.set(operation, (this.failed.get(operation) ?? 0) + 1);
     if (this.down) return;
     this.down = true;
     this.since = this.lastFailure;
     const reason = error instanceof Error ? error.message : String(error);
-    this.logger.warn({ reason }, 'store unavailable: answering 503 until it is back');
+    this.logger.warn({ reason, operation }, 'store unavailable: answering 503 until it is back');
     this.scheduleProbe();
   }
 
@@ -119,19 +135,24 @@ export class StoreMonitor {
 
   private scheduleProbe(): void {
     if (this.closed) return;
-    // One probe at a time: the next is scheduled only when the previous one has finished.
-    this.timer = setTimeout(() => {
-      this.timer = null;
-      this.probe().then(
-        () => {
-          if (this.closed) return;
-          if (Date.now() - this.lastFailure < this.quietMs) return this.scheduleProbe();
-          this.down = false;
-          this.logger.info({ downForMs: Date.now() - this.since }, 'store available again');
-        },
-        () => this.scheduleProbe(),
-      );
-    }, this.probeIntervalMs);
+    // One probe at a time: the next is scheduled only when the previous one has finished. It is
+    // the monitor's own work, not that of the request whose failure started it.
+    this.timer = outsideRequest(() =>
+      setTimeout(() => {
+        this.timer = null;
+        this.probe().then(
+          () => {
+            if (this.closed) return;
+            if (Date.now() - this.lastFailure < this.quietMs) return this.scheduleProbe();
+            this.down = false;
+            const failed = Object.fromEntries(this.failed);
+            this.failed = new Map();
+            this.logger.info({ downForMs: Date.now() - this.since, failed }, 'store available again');
+          },
+          () => this.scheduleProbe(),
+        );
+      }, this.probeIntervalMs),
+    );
     this.timer.unref();
   }
 }

@@ -126,7 +126,12 @@ async function oauthPlugin(app: FastifyInstance): Promise<void> {
     // oidc-provider derives its mount path from originalUrl minus url, as under Express.
     req.originalUrl = isRefresh ? `${OAUTH_PATH}/token` : fullUrl;
     req.url = isRefresh ? '/token' : relative;
-    await handle(req, res);
+    try {
+      await handle(req, res);
+    } finally {
+      // Whatever the provider left running after its answer is no longer the request's.
+      request.storeBudget.end();
+    }
   }
 
   await app.register(

@@ -110,16 +110,35 @@ export async function startRedis({
 }
 
 /**
- * A TCP relay to `targetUrl` (a redis:// URL) that the test can cut and heal: a network partition
- * between one client and a server that every other client still reaches. While cut, it drops its
- * connections and every new one at once.
+ * A TCP relay to `targetUrl` (a redis:// or postgres:// URL; `url` is the same with the relay's
+ * address) that the test can cut and heal: a network partition between one client and a server
+ * that every other client still reaches. While cut, it drops its connections and every new one at
+ * once. `slow(ms)` delays every chunk by `ms` in each direction (0: no delay), in order.
  */
-export async function startRelay(
-  targetUrl: string,
-): Promise<{ url: string; cut(): void; heal(): void; close(): Promise<void> }> {
+export async function startRelay(targetUrl: string): Promise<{
+  url: string;
+  cut(): void;
+  heal(): void;
+  slow(ms: number): void;
+  close(): Promise<void>;
+}> {
   const target = new URL(targetUrl);
   const sockets = new Set<Socket>();
   let open = true;
+  let delayMs = 0;
+  // Each direction keeps its order: a chunk leaves `delayMs` after it came, never before the one
+  // that came before it.
+  const forward = (from: Socket, to: Socket) => {
+    let last = Promise.resolve();
+    from.on('data', (chunk: Buffer) => {
+      const due = Date.now() + delayMs;
+      last = last.then(async () => {
+        const wait = due - Date.now();
+        if (wait > 0) await sleep(wait);
+        to.write(chunk);
+      });
+    });
+  };
   const server = createServer((client) => {
     if (!open) return void client.destroy();
     const upstream = connect(Number(target.port), target.hostname);
@@ -132,18 +151,24 @@ export async function startRelay(
         upstream.destroy();
       });
     }
-    client.pipe(upstream).pipe(client);
+    forward(client, upstream);
+    forward(upstream, client);
   });
   const port = await freePort();
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  const url = new URL(targetUrl);
+  url.host = `127.0.0.1:${port}`;
   return {
-    url: `redis://127.0.0.1:${port}`,
+    url: url.toString(),
     cut() {
       open = false;
       for (const socket of sockets) socket.destroy();
     },
     heal() {
       open = true;
+    },
+    slow(ms: number) {
+      delayMs = ms;
     },
     close: () =>
       new Promise<void>((resolve) => {
@@ -177,13 +202,17 @@ export interface FaultContext {
   close(): Promise<void>;
 }
 
-/** As `createTestContext`, with the server's log lines recorded. */
+/**
+ * As `createTestContext`, with the server's log lines recorded. `route` gives the URL the server
+ * reaches its database by (a relay's), from the database's own; `databaseUrl` stays the latter.
+ */
 export async function createFaultContext(
   store: Store,
   env: Record<string, string> = {},
+  route: (databaseUrl: string) => Promise<string> = async (url) => url,
 ): Promise<FaultContext> {
   const database = await createTestDatabase(store);
-  const config = loadConfig({ LOG_LEVEL: 'silent', ...env, DATABASE_URL: database.url });
+  const config = loadConfig({ LOG_LEVEL: 'silent', ...env, DATABASE_URL: await route(database.url) });
   const { lines, logger } = recordingLogger();
   const services = await openServices(config, logger);
   const app = await buildApp(config, services);

@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import * as oidc from 'openid-client';
 import pg from 'pg';
+import { REQUEST_STORE_BUDGET_MS } from '../../src/db/store-context.ts';
 import { INTEGRATIONS_PATH, OAUTH_PATH } from '../../src/paths.ts';
 import { bearer, STORES, seedAccount, seedKey, seedManyIncidents } from '../helpers.ts';
 import { discover, seedClient } from '../oauth/harness.ts';
@@ -14,6 +16,7 @@ import {
   freePort,
   ownDatabaseName,
   sleep,
+  startRelay,
   terminateBackends,
   timed,
   withAdminClient,
@@ -148,6 +151,54 @@ if (STORES.includes('postgres')) {
       // `select 1` answers all along, but the outage lasts while requests fail: one line each way,
       // not a down and an up line per probe.
       await assertOneOutageLogged(ctx, linesBefore);
+    });
+  });
+
+  describe('PostgreSQL slowed to 1 s each way', () => {
+    let ctx: FaultContext;
+    let rawKey: string;
+    let relay: Awaited<ReturnType<typeof startRelay>>;
+
+    before(async () => {
+      ctx = await createFaultContext('postgres', {}, async (url) => {
+        relay = await startRelay(url);
+        return relay.url;
+      });
+      const accountId = await seedAccount(ctx.db, { rate_limit_per_hour: 100_000 });
+      ({ rawKey } = await seedKey(ctx.db, accountId));
+    });
+    after(async () => {
+      await ctx?.close();
+      await relay?.close();
+    });
+
+    // An id never asked for: no cached answer, so the key row and the incident are both read.
+    const get = () =>
+      ctx.app.inject({
+        method: 'GET',
+        url: `/api/v1/public/incidents/${randomUUID()}`,
+        headers: bearer(rawKey),
+      });
+
+    test('a request that needs two statements (the key row, then the incident) gets its 503 within one budget, not one per statement', async () => {
+      // Connections opened while quick, so that the slowness meets statements, not logins.
+      assert.deepEqual(
+        (await Promise.all(Array.from({ length: 5 }, get))).map((res) => res.statusCode),
+        [404, 404, 404, 404, 404],
+      );
+      relay.slow(1000);
+      try {
+        // Each statement now takes about 2 s, within its own deadline: the key row is read, and the
+        // incident would be too, 4 s after the request came, had it a deadline of its own.
+        const answers = await Promise.all(Array.from({ length: 3 }, () => timed(get)));
+        for (const { result, ms } of answers) {
+          assertUnavailable(result, 'slowed');
+          assert.ok(ms < REQUEST_STORE_BUDGET_MS + 1000, `answered in ${Math.round(ms)} ms`);
+        }
+      } finally {
+        relay.slow(0);
+      }
+      assert.ok(await eventually(async () => (await get()).statusCode === 404), 'answered again');
     });
   });
 

@@ -1,6 +1,7 @@
 import { type Kysely, type Selectable, SqliteAdapter, sql } from 'kysely';
 import type { AccountsTable, Database } from '../schema.ts';
 import { notifyWebhooks } from './notifications.ts';
+import { repository } from '../store-context.ts';
 
 const COLUMNS = [
   'id',
@@ -15,7 +16,7 @@ export type AccountRow = Pick<Selectable<AccountsTable>, (typeof COLUMNS)[number
 
 export type AccountInput = Omit<AccountRow, 'incident_count' | 'data_version'>;
 
-export const accountRepository = {
+export const accountRepository = repository('accountRepository', {
   async findById(db: Kysely<Database>, id: string): Promise<AccountRow | undefined> {
     return db.selectFrom('accounts').select(COLUMNS).where('id', '=', id).executeTakeFirst();
   },
@@ -59,10 +60,16 @@ export const accountRepository = {
    * The account's feed head (`data_version`), with its row locked until the transaction ends on
    * PostgreSQL, so that two writers of one account number their changes one after the other
    * (SQLite's transactions already take the one write lock at BEGIN). Null: no such account.
+   *
+   * FOR NO KEY UPDATE, not FOR UPDATE: writers of the feed still wait for each other, but a row
+   * that references the account (a key, an audit event, a session, an OAuth grant) can be written
+   * meanwhile. Its foreign key check takes FOR KEY SHARE on the account, which FOR UPDATE blocks:
+   * for the whole of an import, a key disabled from the CLI waited for its audit event while
+   * holding the key's row, and the servers' flush of that key's last use timed out behind it.
    */
   async lockForChanges(db: Kysely<Database>, accountId: string): Promise<number | null> {
     const query = db.selectFrom('accounts').select('data_version').where('id', '=', accountId);
-    const locked = db.getExecutor().adapter instanceof SqliteAdapter ? query : query.forUpdate();
+    const locked = db.getExecutor().adapter instanceof SqliteAdapter ? query : query.forNoKeyUpdate();
     return (await locked.executeTakeFirst())?.data_version ?? null;
   },
 
@@ -92,4 +99,4 @@ export const accountRepository = {
       .execute();
     await notifyWebhooks(db, accountId);
   },
-};
+});

@@ -1,5 +1,6 @@
 import type { Kysely, Selectable } from 'kysely';
 import type { AccountsTable, AdminSessionsTable, Database, UsersTable } from '../schema.ts';
+import { repository } from '../store-context.ts';
 
 export type AdminSessionRow = Selectable<AdminSessionsTable>;
 
@@ -14,7 +15,7 @@ export type AdminSessionWithUser = AdminSessionRow &
   > &
   Prefixed<Pick<Selectable<AccountsTable>, 'name' | 'api_access'>, 'account_'>;
 
-export const adminSessionRepository = {
+export const adminSessionRepository = repository('adminSessionRepository', {
   async insert(db: Kysely<Database>, row: AdminSessionRow): Promise<void> {
     await db.insertInto('admin_sessions').values(row).execute();
   },
@@ -85,4 +86,4 @@ export const adminSessionRepository = {
       .where((eb) => eb.or([eb('expires_at', '<=', now), eb('last_seen_at', '<=', idleCutoff)]))
       .execute();
   },
-};
+});

@@ -1,6 +1,7 @@
 import { type CompiledQuery, type Insertable, type Kysely, type Selectable, sql } from 'kysely';
 import { preparedOnPostgres } from '../database.ts';
 import type { AccountsTable, ApiKeysTable, Database } from '../schema.ts';
+import { repository } from '../store-context.ts';
 
 /** A key as its owners see it: everything but the hash, which never leaves the store. */
 export type ApiKeyRow = Omit<Selectable<ApiKeysTable>, 'key_hash'>;
@@ -70,7 +71,7 @@ function authLookup(db: Kysely<Database>, keyHash: string) {
 // Its only parameter is the key hash (the `where` above).
 const compiledAuthLookups = new WeakMap<Kysely<Database>, CompiledQuery<KeyForAuth>>();
 
-export const apiKeyRepository = {
+export const apiKeyRepository = repository('apiKeyRepository', {
   /**
    * Runs on every public request that `KeyLookup` cannot answer from a row it knows to be current,
    * so the query is built and compiled once per database and only its one parameter changes.
@@ -223,4 +224,4 @@ export const apiKeyRepository = {
       .where((eb) => eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<', usedAt)]))
       .execute();
   },
-};
+});

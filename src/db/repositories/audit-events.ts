@@ -1,5 +1,6 @@
 import type { Insertable, Kysely, Selectable, SelectQueryBuilder } from 'kysely';
 import type { AuditEventsTable, Database } from '../schema.ts';
+import { repository } from '../store-context.ts';
 
 /** What an audit event is about. */
 export type AuditSubject = 'api_key' | 'webhook_endpoint' | 'oauth_client';
@@ -43,7 +44,7 @@ function filtered<O>(
 }
 
 /** The one audit trail: every change made to a key, an OAuth client or a webhook endpoint, by whom and when. */
-export const auditRepository = {
+export const auditRepository = repository('auditRepository', {
   async insert(
     db: Kysely<Database>,
     event: Insertable<AuditEventsTable> & { subject_type: AuditSubject },
@@ -95,4 +96,4 @@ export const auditRepository = {
     if (subject?.id !== undefined) query = query.where('subject_id', '=', subject.id);
     return query.orderBy('id', 'desc').limit(limit).execute();
   },
-};
+});

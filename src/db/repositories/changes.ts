@@ -9,6 +9,7 @@ import {
 } from './named-resources.ts';
 import { INCIDENT_COLUMNS, type IncidentRow, incidentFieldSql } from './incidents.ts';
 import { isPublicUser, PUBLIC_USER_COLUMNS, type UserRow } from './users.ts';
+import { repository } from '../store-context.ts';
 
 /**
  * The changes feed's reads (docs/architecture.md, "Changes and deletions"). Each public record
@@ -56,7 +57,7 @@ async function prepared<Row>(query: Compilable<Row>, db: Kysely<Database>): Prom
 /** The tables whose rows enter and leave the public view. */
 export type RecordTable = 'incidents' | 'users' | NamedResourceTable;
 
-export const changeRepository = {
+export const changeRepository = repository('changeRepository', {
   async feedState(db: Kysely<Database>, accountId: string): Promise<FeedState | undefined> {
     const [row] = await prepared(
       db.selectFrom('accounts').select(['data_version', 'changes_purged_seq']).where('id', '=', accountId),
@@ -176,4 +177,4 @@ export const changeRepository = {
       rows.filter((row) => row.account_id === accountId).map((row) => [row.id, row.created_seq]),
     );
   },
-};
+});

@@ -1,7 +1,8 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../schema.ts';
+import { repository } from '../store-context.ts';
 
-export const generatedSecretRepository = {
+export const generatedSecretRepository = repository('generatedSecretRepository', {
   async find(db: Kysely<Database>, kind: string): Promise<string | undefined> {
     const row = await db
       .selectFrom('generated_secrets')
@@ -22,4 +23,4 @@ export const generatedSecretRepository = {
     if (stored === undefined) throw new Error(`generated secret "${kind}" vanished right after being stored`);
     return stored;
   },
-};
+});

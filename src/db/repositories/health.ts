@@ -1,7 +1,8 @@
 import { type Kysely, sql } from 'kysely';
 import type { Database } from '../schema.ts';
+import { repository } from '../store-context.ts';
 
-export const healthRepository = {
+export const healthRepository = repository('healthRepository', {
   /**
    * The cheapest statement the store must answer itself: on the server's handle it runs under the
    * store's deadline, so a stuck or unreachable database fails it instead of hanging it.
@@ -21,4 +22,4 @@ export const healthRepository = {
     if (row === undefined) throw new Error('current_database() returned no row');
     return row.name;
   },
-};
+});

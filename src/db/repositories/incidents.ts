@@ -4,6 +4,7 @@ import { copyText } from '../copy-text.ts';
 import { copyInOnPostgres } from '../database.ts';
 import type { Database, IncidentsTable } from '../schema.ts';
 import { anyColumnChanged, type ChangeStamp } from './change-stamp.ts';
+import { repository } from '../store-context.ts';
 
 /** An incident as the API shows it: every stored column but its account, paging and feed places. */
 export type IncidentRow = Omit<
@@ -209,7 +210,7 @@ const COPIED_COLUMNS = [...INSERT_COLUMNS, 'position'] as const;
 /** What a deletion names: an incident of an account. */
 type IncidentKeyRef = Pick<IncidentInput, 'id' | 'account_id'>;
 
-export const incidentRepository = {
+export const incidentRepository = repository('incidentRepository', {
   /**
    * The `count` incidents at or below position `highest`, newest first: an index range read on
    * (account_id, position) whatever the depth of the page.
@@ -512,4 +513,4 @@ export const incidentRepository = {
     if (below !== null) query = query.where('position', '<', below);
     return query.orderBy('position', 'desc').limit(limit).execute();
   },
-};
+});

@@ -1,12 +1,13 @@
 import type { Kysely, Selectable } from 'kysely';
 import type { Database, KeyUsageTable } from '../schema.ts';
+import { repository } from '../store-context.ts';
 
 export type KeyUsageRow = Selectable<KeyUsageTable>;
 
 /** Rows per statement: 5 parameters each, well under SQLite's and PostgreSQL's limits. */
 const ROWS_PER_STATEMENT = 500;
 
-export const keyUsageRepository = {
+export const keyUsageRepository = repository('keyUsageRepository', {
   /**
    * Adds the counts to the hourly rows (creating them), so that the counts of every instance, and
    * of every flush of one instance, sum.
@@ -42,4 +43,4 @@ export const keyUsageRepository = {
   async purgeBefore(db: Kysely<Database>, before: string): Promise<void> {
     await db.deleteFrom('key_usage').where('hour', '<', before).execute();
   },
-};
+});

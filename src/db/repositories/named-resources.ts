@@ -2,6 +2,7 @@ import { type ExpressionBuilder, type Kysely, type Selectable, sql } from 'kysel
 import type { Database, DepartmentsTable } from '../schema.ts';
 import { anyColumnChanged, type ChangeStamp, enteredView } from './change-stamp.ts';
 import { afterNameKey, type NameKey, nameKey } from './by-name.ts';
+import { repository } from '../store-context.ts';
 
 /** Departments and locations share one shape (`LocationsTable` is `DepartmentsTable`) and one set of queries. */
 export type NamedResourceTable = 'departments' | 'locations';
@@ -35,7 +36,7 @@ function active(db: Kysely<Database>, table: NamedResourceTable, accountId: stri
     .orderBy('id');
 }
 
-export const namedResourceRepository = {
+export const namedResourceRepository = repository('namedResourceRepository', {
   async listActive(
     db: Kysely<Database>,
     table: NamedResourceTable,
@@ -80,4 +81,4 @@ export const namedResourceRepository = {
       )
       .execute();
   },
-};
+});

@@ -1,5 +1,6 @@
 import type { Insertable, Kysely, Selectable } from 'kysely';
 import type { AccountsTable, Database, OauthClientsTable } from '../schema.ts';
+import { repository } from '../store-context.ts';
 
 export type OauthClientRow = Selectable<OauthClientsTable>;
 
@@ -19,7 +20,7 @@ const COLUMNS = [
 export type OauthClientWithPlan = OauthClientRow &
   Pick<Selectable<AccountsTable>, 'api_access' | 'rate_limit_per_hour'>;
 
-export const oauthClientRepository = {
+export const oauthClientRepository = repository('oauthClientRepository', {
   async findById(db: Kysely<Database>, clientId: string): Promise<OauthClientRow | undefined> {
     return db
       .selectFrom('oauth_clients')
@@ -85,4 +86,4 @@ export const oauthClientRepository = {
     const result = await db.deleteFrom('oauth_clients').where('client_id', '=', clientId).executeTakeFirst();
     return Number(result.numDeletedRows) > 0;
   },
-};
+});

@@ -1,5 +1,6 @@
 import type { Insertable, Kysely } from 'kysely';
 import type { Database, OauthPayloadsTable } from '../schema.ts';
+import { repository } from '../store-context.ts';
 
 /** One stored oidc-provider model instance, with the columns its lookups need. */
 export type OauthPayloadRow = Omit<Insertable<OauthPayloadsTable>, 'consumed_at' | 'last_used_at'>;
@@ -21,7 +22,7 @@ const ID_CHUNK = 500;
 // "Last used" is shown to the minute; finer would cost a write per wider-API request.
 const LAST_USED_RESOLUTION_MS = 60_000;
 
-export const oauthPayloadRepository = {
+export const oauthPayloadRepository = repository('oauthPayloadRepository', {
   async upsert(db: Kysely<Database>, row: OauthPayloadRow): Promise<void> {
     await db
       .insertInto('oauth_payloads')
@@ -170,4 +171,4 @@ export const oauthPayloadRepository = {
   async deleteExpired(db: Kysely<Database>, now: string): Promise<void> {
     await db.deleteFrom('oauth_payloads').where('expires_at', '<=', now).execute();
   },
-};
+});

@@ -2,6 +2,7 @@ import { type ExpressionBuilder, type Kysely, type Selectable, sql } from 'kysel
 import type { Database, UsersTable } from '../schema.ts';
 import { anyColumnChanged, type ChangeStamp, enteredView } from './change-stamp.ts';
 import { afterNameKey, type NameKey, nameKey } from './by-name.ts';
+import { repository } from '../store-context.ts';
 
 /** What the API shows of a user, in `UserSchema` order (the lists and the changes feed). */
 export const PUBLIC_USER_COLUMNS = [
@@ -56,7 +57,7 @@ function visible(db: Kysely<Database>, accountId: string) {
     .orderBy('id');
 }
 
-export const userRepository = {
+export const userRepository = repository('userRepository', {
   async listVisible(db: Kysely<Database>, accountId: string): Promise<UserRow[]> {
     return visible(db, accountId).execute();
   },
@@ -160,4 +161,4 @@ export const userRepository = {
       )
       .execute();
   },
-};
+});

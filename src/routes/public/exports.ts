@@ -105,6 +105,9 @@ export const exportRoutes: PublicRoutes = async (app) => {
             resource,
             format,
           );
+          // The snapshot is open: the stream that follows has the snapshot's own limits, not what
+          // is left of the request's budget.
+          request.storeBudget.end();
           reply
             .header('content-type', CONTENT_TYPES[format])
             .header('content-disposition', `attachment; filename="${file}"`)
