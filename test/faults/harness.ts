@@ -55,15 +55,17 @@ export interface OwnRedis {
 
 /**
  * `configFile` is read first (a Sentinel's, which it rewrites: keep it in a directory of the
- * test's own); `args` come last (`--replicaof`, `--sentinel`, …). With `password`, the server
+ * test's own); `args` come last (`--replicaof`, `--sentinel`, …). `port`: a port of the test's
+ * own to start on again (a restart after a kill); by default a free one. With `password`, the server
  * requires it (and gives it to the primary it replicates), and `url` holds it.
  */
 export async function startRedis({
   configFile,
   args = [],
   password,
-}: { configFile?: string; args?: string[]; password?: string } = {}): Promise<OwnRedis> {
-  const port = await freePort();
+  port: fixedPort,
+}: { configFile?: string; args?: string[]; password?: string; port?: number } = {}): Promise<OwnRedis> {
+  const port = fixedPort ?? (await freePort());
   const child = spawn(
     'redis-server',
     [
