@@ -81,7 +81,7 @@ function refusal(key: KeyForAuth | undefined, method: string, now: Date): ApiErr
 
 /** The key row as the store holds it now, checked, then counted: the order DESIGN.md fixes. */
 async function lookUpAndCount(request: FastifyRequest, keyHash: string, now: Date) {
-  const key = await request.server.keyLookup.findByHash(keyHash);
+  const key = await request.server.keyLookup.findByHash(keyHash, now.getTime());
   if (key !== undefined) request.usageKeyId = key.id;
   const refused = refusal(key, request.method, now);
   // (`refusal` refuses a missing key; the second test is there for the type checker.)
@@ -94,13 +94,14 @@ async function lookUpAndCount(request: FastifyRequest, keyHash: string, now: Dat
  * Redis): a row read earlier that would pass the checks is counted at once, and the generation the
  * count returns says whether the row may be served. If it may not (a writer bumped it since, or it
  * could not be read), the count is given back and the request starts over from the store, so it
- * gets exactly the answer and the count it would have got without this path. `undefined` when the
- * path does not apply.
+ * gets exactly the answer and the count it would have got without this path. A row past its age
+ * (`KEY_ROW_MAX_AGE_MS`) is not taken, whatever the generation. `undefined` when the path does not
+ * apply.
  */
 async function countRemembered(request: FastifyRequest, keyHash: string, now: Date) {
   const { keyLookup, rateLimiter } = request.server;
   if (!rateLimiter.readsGeneration) return undefined;
-  const remembered = keyLookup.remembered(keyHash);
+  const remembered = keyLookup.remembered(keyHash, now.getTime());
   if (remembered === undefined || refusal(remembered.row, request.method, now) !== null) return undefined;
   const key = remembered.row;
   const epoch = keyLookup.epoch;

@@ -6,7 +6,33 @@ import { cacheBudgets, DEFAULT_CACHE_MAX_MB } from '../config.ts';
 import { ENTRY_OVERHEAD_BYTES, Lru, recordBytes } from '../lib/lru.ts';
 import type { SharedGeneration } from './shared-generation.ts';
 
-type CachedRow = { generation: number | string; row: KeyForAuth };
+/**
+ * How long a row may be served without being read again, whatever the watch says. The watch is
+ * exact only if every writer tells it: a writer cut off from Redis (a CLI run, a panel whose
+ * instance lost Redis) or killed between its commit and its bump leaves the shared generation
+ * unchanged, and an instance whose own connection stayed up has no outage to drop its rows for
+ * (`forgetAll`). Such an instance sees the change within this age of the commit.
+ *
+ * Why 5 s: a CLI command that cannot reach Redis waits up to 3 s for it before it warns, so every
+ * instance has the change about 2 s after the operator reads the warning, well before a revoked key
+ * could be checked by hand. Each key in use costs an instance one indexed read per 5 s, where
+ * without the rows it costs one per request: one request in about 8,000 for a key at 1,600
+ * requests a second (measured on PostgreSQL with Redis), and at 1 request a second still 4 reads
+ * in 5 saved. A longer age would save almost nothing more and leave a revoked key working longer.
+ */
+export const KEY_ROW_MAX_AGE_MS = 5_000;
+
+/** `readAt`: the time (ms) of the request the row was read for, taken before the read began. */
+type CachedRow = { generation: number | string; row: KeyForAuth; readAt: number };
+
+/**
+ * Whether a row read at `readAt` may still be served at `now`. A clock that went back counts as
+ * too old: the age can no longer be told.
+ */
+const young = (cached: CachedRow, now: number) => {
+  const age = now - cached.readAt;
+  return age >= 0 && age < KEY_ROW_MAX_AGE_MS;
+};
 
 const cachedRowBytes = ({ row }: CachedRow, keyHash: string) =>
   recordBytes(row) + keyHash.length * 2 + ENTRY_OVERHEAD_BYTES;
@@ -21,7 +47,11 @@ const cachedRowBytes = ({ row }: CachedRow, keyHash: string) =>
  * request all the same. On a busy server with nothing being written, that spares a SQL statement on
  * every request. PostgreSQL with Redis has the shared generation instead, which every writer bumps
  * after its commit (`SharedGeneration`): the same rule, for one Redis read. Without either, every
- * lookup reads the store. Unknown keys are never kept, so guessing keys cannot fill the memory.
+ * lookup reads the store. Whatever the watch says, a row is read again once it is
+ * `KEY_ROW_MAX_AGE_MS` old. Unknown keys are never kept, so guessing keys cannot fill the memory.
+ *
+ * Callers pass the time of the request (`now`, in ms) that they read anyway, so the age costs the
+ * hot path a subtraction and two comparisons, no clock read; tests pass a clock of their own.
  */
 export class KeyLookup {
   /**
@@ -46,10 +76,15 @@ export class KeyLookup {
    * The row of `keyHash` as read earlier, with the generation it was read under, for a caller that
    * learns the current generation by other means (`authenticateApiKey`, from the rate limiter's
    * count): it may serve the row only if that generation is the same. Nothing for a key not read
-   * yet, or whose rows were dropped.
+   * yet, whose rows were dropped, or whose row is too old at `now` to be served whatever the
+   * generation (`KEY_ROW_MAX_AGE_MS`).
    */
-  remembered(keyHash: string): { generation: number | string; row: KeyForAuth } | undefined {
-    return this.rows.get(keyHash);
+  remembered(
+    keyHash: string,
+    now = Date.now(),
+  ): { generation: number | string; row: KeyForAuth } | undefined {
+    const cached = this.rows.get(keyHash);
+    return cached !== undefined && young(cached, now) ? cached : undefined;
   }
 
   /**
@@ -71,7 +106,8 @@ export class KeyLookup {
     this.rows.clear();
   }
 
-  async findByHash(keyHash: string): Promise<KeyForAuth | undefined> {
+  /** `now`: the time of the request, in ms (`KEY_ROW_MAX_AGE_MS`). */
+  async findByHash(keyHash: string, now = Date.now()): Promise<KeyForAuth | undefined> {
     if (this.watch === null) return apiKeyRepository.findForAuthByHash(this.db, keyHash);
     // Taken before the read: a commit after this point changes the generation the next lookup sees.
     const drops = this.drops;
@@ -83,15 +119,16 @@ export class KeyLookup {
       return apiKeyRepository.findForAuthByHash(this.db, keyHash);
     }
     const cached = this.rows.get(keyHash);
-    if (cached !== undefined && cached.generation === generation) return cached.row;
+    if (cached !== undefined && cached.generation === generation && young(cached, now)) return cached.row;
 
     // Requests that learnt the same generation share one read: it began after that generation was
     // seen, so it holds every commit they must see. After a commit, the requests of one turn of the
-    // event loop would otherwise each read the row again.
+    // event loop would otherwise each read the row again. A request that joins a read begun for an
+    // earlier one keeps to the age all the same: the row is stamped with the earlier time.
     const flight = `${drops}\n${generation}\n${keyHash}`;
     const inFlight = this.reads.get(flight);
     if (inFlight !== undefined) return inFlight;
-    const read = this.read(keyHash, generation, drops).finally(() => this.reads.delete(flight));
+    const read = this.read(keyHash, generation, drops, now).finally(() => this.reads.delete(flight));
     this.reads.set(flight, read);
     return read;
   }
@@ -100,6 +137,7 @@ export class KeyLookup {
     keyHash: string,
     generation: number | string,
     drops: number,
+    readAt: number,
   ): Promise<KeyForAuth | undefined> {
     const row = await apiKeyRepository.findForAuthByHash(this.db, keyHash);
     if (row === undefined) {
@@ -107,7 +145,7 @@ export class KeyLookup {
       return undefined;
     }
     // Nor may a row that was being read while they were dropped.
-    if (this.drops === drops) this.rows.set(keyHash, { generation, row });
+    if (this.drops === drops) this.rows.set(keyHash, { generation, row, readAt });
     return row;
   }
 }

@@ -21,9 +21,9 @@ const list: Command = {
   example: 'safety-api accounts list --json',
   async run(args, io) {
     const { values } = parseArgs({ args, options: { json: { type: 'boolean', default: false } } });
-    const accounts = (await withDatabase((db) => accountRepository.listAll(db), { readOnly: true })).map(
-      toView,
-    );
+    const accounts = (
+      await withDatabase(io, (db) => accountRepository.listAll(db), { tellServers: false })
+    ).map(toView);
     if (values.json) io.out(JSON.stringify(accounts));
     else if (accounts.length === 0) io.out('No accounts: load some with "safety-api import FILE".');
     else

@@ -4,6 +4,12 @@ import { InputError } from '../errors.ts';
 /** Output of a command: what it prints, so tests and the CLI share one code path. */
 export interface Io {
   out(line: string): void;
+  /**
+   * A warning about work that was done all the same (`withDatabase`: the servers could not be told
+   * of a change). `main` writes it on standard error after everything the command printed, so that
+   * a result shown once, such as a new key, comes first, and the command still exits 0.
+   */
+  warn(line: string): void;
   readStdin(): Promise<string>;
 }
 

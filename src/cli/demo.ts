@@ -46,7 +46,7 @@ export async function demoCommand(_args: string[], io: Io): Promise<void> {
   for (const suffix of ['', '-wal', '-shm']) await rm(`${DEMO_DB}${suffix}`, { force: true });
   await writeNdjson(DEMO_FILE, demoRecords({ incidents: 600 }));
 
-  const rawKey = await withDatabase(async (db) => {
+  const rawKey = await withDatabase(io, async (db) => {
     const counts = await importFile(db, DEMO_FILE);
     await userService.setPassword(db, DEMO_ADMIN_EMAIL, DEMO_PASSWORD);
     io.out(

@@ -8,7 +8,7 @@ import type { ImportRequest, WriterMessage } from './import.ts';
 
 /**
  * Worker thread of `safety-api import` (see `importInWorker` in import.ts): opens the database,
- * runs the import and posts its summary, or why it failed.
+ * runs the import and posts its summary and warnings, or why it failed.
  */
 
 if (parentPort === null) throw new Error('import writer: must run as a worker thread');
@@ -20,10 +20,12 @@ function post(message: WriterMessage): void {
 }
 
 try {
-  const summary = await withDatabase((db, config) =>
+  // The import's warnings go back with its summary, for the main thread's io.
+  const warnings: string[] = [];
+  const summary = await withDatabase({ warn: (line) => warnings.push(line) }, (db, config) =>
     importFile(db, path, { retentionDays: config.changesRetentionDays }),
   );
-  post({ summary });
+  post({ summary, warnings });
 } catch (error) {
   const kind =
     error instanceof InputError

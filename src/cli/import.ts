@@ -5,7 +5,7 @@ import { InputError } from '../errors.ts';
 import type { ImportSummary } from '../import/import.ts';
 import { RECORD_KINDS, RECORD_TYPES } from '../import/records.ts';
 import { startWorker } from '../lib/worker-thread.ts';
-import type { Command } from './command.ts';
+import type { Command, Io } from './command.ts';
 
 /** What the import's writing thread (import-writer.ts) is given. */
 export interface ImportRequest {
@@ -14,7 +14,8 @@ export interface ImportRequest {
 
 /** What the writing thread answers, once. */
 export type WriterMessage =
-  { summary: ImportSummary } | { failure: { message: string; kind: 'input' | 'config' | 'store' | 'other' } };
+  | { summary: ImportSummary; warnings: string[] }
+  | { failure: { message: string; kind: 'input' | 'config' | 'store' | 'other' } };
 
 /**
  * The writing thread's heap. The import holds one batch of records and a few facts per account
@@ -31,7 +32,7 @@ const WRITER_LIMITS = { maxYoungGenerationSizeMb: 12, maxOldGenerationSizeMb: 51
  * Runs the import in a worker thread with a bounded heap (WRITER_LIMITS); the thread reads the file
  * in a worker of its own. The main thread only waits: its heap stays as small as at start.
  */
-async function importInWorker(path: string): Promise<ImportSummary> {
+async function importInWorker(path: string, io: Io): Promise<ImportSummary> {
   const worker = startWorker(
     { source: new URL('./import-writer.ts', import.meta.url), bundle: 'import-writer.js' },
     { workerData: { path } satisfies ImportRequest, resourceLimits: WRITER_LIMITS },
@@ -39,7 +40,10 @@ async function importInWorker(path: string): Promise<ImportSummary> {
   try {
     // Rejects if the thread itself fails (an 'error' event).
     const [message] = (await once(worker, 'message')) as [WriterMessage];
-    if ('summary' in message) return message.summary;
+    if ('summary' in message) {
+      for (const line of message.warnings) io.warn(line);
+      return message.summary;
+    }
     const { message: text, kind } = message.failure;
     throw kind === 'input'
       ? new InputError(text)
@@ -64,7 +68,7 @@ export const importCommand: Command = {
   example: 'safety-api import ./exports/northwind.ndjson',
   async run(args, io) {
     if (args.length !== 1) throw new InputError('usage: safety-api import FILE');
-    const counts = await importInWorker(args[0] as string);
+    const counts = await importInWorker(args[0] as string, io);
     const deleted = RECORD_TYPES.filter((type) => counts.deleted[type] !== undefined);
     io.out(
       `Imported ${RECORD_TYPES.map((type) => `${counts[type]} ${RECORD_KINDS[type].plural}`).join(', ')}` +

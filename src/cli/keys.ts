@@ -47,7 +47,7 @@ const create: Command = {
     if (account === undefined || name === undefined) {
       throw new InputError('keys create needs --account ID and --name NAME');
     }
-    const { key, rawKey } = await withDatabase((db) =>
+    const { key, rawKey } = await withDatabase(io, (db) =>
       apiKeyService.create(db, {
         accountId: account,
         name,
@@ -81,7 +81,7 @@ const rename: Command = {
   example: `safety-api keys rename ${KEY_ID} "Power BI (finance)"`,
   async run(args, io) {
     const [keyId, name] = positionals(args, 2, 'safety-api keys rename KEY_ID NAME') as [string, string];
-    io.out(describe(await withDatabase((db) => apiKeyService.rename(db, keyId, name, ACTOR))));
+    io.out(describe(await withDatabase(io, (db) => apiKeyService.rename(db, keyId, name, ACTOR))));
   },
 };
 
@@ -92,7 +92,7 @@ const scope: Command = {
   example: `safety-api keys scope ${KEY_ID} read`,
   async run(args, io) {
     const [keyId, newScope] = positionals(args, 2, 'safety-api keys scope KEY_ID SCOPE') as [string, string];
-    io.out(describe(await withDatabase((db) => apiKeyService.setScope(db, keyId, newScope, ACTOR))));
+    io.out(describe(await withDatabase(io, (db) => apiKeyService.setScope(db, keyId, newScope, ACTOR))));
   },
 };
 
@@ -115,7 +115,7 @@ const roll: Command = {
     if (keyId === undefined || ids.length !== 1) {
       throw new InputError('usage: safety-api keys roll KEY_ID [--overlap now|1h|24h|7d] [--json]');
     }
-    const { key, rawKey, previous } = await withDatabase((db) =>
+    const { key, rawKey, previous } = await withDatabase(io, (db) =>
       apiKeyService.roll(db, keyId, values.overlap, ACTOR),
     );
     if (values.json) {
@@ -156,7 +156,9 @@ const usage: Command = {
       throw new InputError('usage: safety-api keys usage KEY_ID [--days N] [--json]');
     }
     const days = parseDays(values.days);
-    const report = await withDatabase((db) => keyUsageService.report(db, keyId, days), { readOnly: true });
+    const report = await withDatabase(io, (db) => keyUsageService.report(db, keyId, days), {
+      tellServers: false,
+    });
     if (values.json) {
       io.out(JSON.stringify(report));
       return;
@@ -187,7 +189,7 @@ const stateChanges: Command[] = (Object.keys(STATE_CHANGES) as (keyof typeof STA
     example: `safety-api keys ${action} ${KEY_ID}`,
     async run(args, io) {
       const [keyId] = positionals(args, 1, `safety-api keys ${action} KEY_ID`) as [string];
-      io.out(describe(await withDatabase((db) => apiKeyService[action](db, keyId, ACTOR))));
+      io.out(describe(await withDatabase(io, (db) => apiKeyService[action](db, keyId, ACTOR))));
     },
   }),
 );

@@ -122,10 +122,15 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-const stdio: Io = { out: (line) => process.stdout.write(`${line}\n`), readStdin };
+const stdio = { out: (line: string) => process.stdout.write(`${line}\n`), readStdin };
 
-/** Runs one command; returns the exit code. Failures are one line on standard error. */
-export async function main(argv: string[], io: Io = stdio): Promise<number> {
+/**
+ * Runs one command; returns the exit code. Failures are one line on standard error, and so is each
+ * warning (`Io.warn`), after everything the command printed.
+ */
+export async function main(argv: string[], io: Omit<Io, 'warn'> = stdio): Promise<number> {
+  const warnings: string[] = [];
+  const commandIo: Io = { out: io.out, readStdin: io.readStdin, warn: (line) => warnings.push(line) };
   try {
     if (argv[0] === '--version' || argv[0] === '-V') {
       io.out(version());
@@ -137,7 +142,7 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
       // A bare `safety-api` is a mistake worth a non-zero exit; asking for help is not.
       return argv.length === 0 ? 2 : 0;
     }
-    await resolved.command.run(resolved.args, io);
+    await resolved.command.run(resolved.args, commandIo);
     return 0;
   } catch (error) {
     if (error instanceof InputError || error instanceof ConfigError || isParseArgsError(error)) {
@@ -151,6 +156,8 @@ export async function main(argv: string[], io: Io = stdio): Promise<number> {
       `safety-api: ${isStoreUnavailable(error) ? `the database is unavailable: ${message}` : message}\n`,
     );
     return 1;
+  } finally {
+    for (const line of warnings) process.stderr.write(`safety-api: warning: ${line}\n`);
   }
 }
 

@@ -52,7 +52,7 @@ const create: Command = {
     if (account === undefined || name === undefined || redirectUris === undefined) {
       throw new InputError('oauth-clients create needs --account ID, --name NAME and --redirect-uri URI');
     }
-    const { client, clientSecret } = await withDatabase((db) =>
+    const { client, clientSecret } = await withDatabase(io, (db) =>
       oauthClientService.create(db, { accountId: account, name, redirectUris, isPublic: values.public }),
     );
     if (values.json) {
@@ -86,7 +86,7 @@ const remove: Command = {
   example: `safety-api oauth-clients delete ${CLIENT_ID}`,
   async run(args, io) {
     const [clientId] = positionals(args, 1, 'safety-api oauth-clients delete CLIENT_ID') as [string];
-    await withDatabase((db) => oauthClientService.delete(db, clientId));
+    await withDatabase(io, (db) => oauthClientService.delete(db, clientId));
     io.out(`Deleted OAuth client ${clientId}.`);
   },
 };
@@ -112,7 +112,7 @@ const rotateSecret: Command = {
         'usage: safety-api oauth-clients rotate-secret CLIENT_ID [--overlap now|1h|24h|7d] [--json]',
       );
     }
-    const rotated = await withDatabase((db) =>
+    const rotated = await withDatabase(io, (db) =>
       oauthClientService.rotateSecret(db, clientId, values.overlap, ACTOR),
     );
     if (values.json) {
@@ -152,7 +152,9 @@ const grants: Command = {
     if (clientId === undefined || ids.length !== 1) {
       throw new InputError('usage: safety-api oauth-clients grants CLIENT_ID [--json]');
     }
-    const list = await withDatabase((db) => oauthClientService.listGrants(db, clientId));
+    const list = await withDatabase(io, (db) => oauthClientService.listGrants(db, clientId), {
+      tellServers: false,
+    });
     if (values.json) io.out(JSON.stringify(list));
     else if (list.length === 0) io.out('No grants.');
     else for (const grant of list) io.out(describeGrant(grant));
@@ -170,7 +172,7 @@ const revokeGrant: Command = {
       2,
       'safety-api oauth-clients revoke-grant CLIENT_ID GRANT_ID',
     ) as [string, string];
-    await withDatabase((db) => oauthClientService.revokeGrant(db, clientId, grantId, ACTOR));
+    await withDatabase(io, (db) => oauthClientService.revokeGrant(db, clientId, grantId, ACTOR));
     io.out(`Revoked grant ${grantId} of OAuth client ${clientId}.`);
   },
 };

@@ -19,7 +19,7 @@ const setPassword: Command = {
     if (values.email === undefined) throw new InputError('users set-password needs --email EMAIL');
     const email = values.email;
     const password = (await io.readStdin()).replace(/\r?\n$/, '');
-    await withDatabase((db) => userService.setPassword(db, email, password));
+    await withDatabase(io, (db) => userService.setPassword(db, email, password));
     io.out(`Password set for ${email}.`);
     io.out('Their admin panel sessions and partner app approvals (OAuth grants and tokens) are ended.');
   },

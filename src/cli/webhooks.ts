@@ -11,7 +11,7 @@ import {
   parseOverlapHours,
   webhookService,
 } from '../services/webhook-service.ts';
-import { type Command, type CommandGroup, positionals } from './command.ts';
+import { type Command, type CommandGroup, type Io, positionals } from './command.ts';
 import { listForAccount, withDatabase } from './context.ts';
 
 const ACTOR = 'cli';
@@ -19,10 +19,11 @@ const ENDPOINT_ID = '5f0c2a7e-3b1d-4e8f-9a6c-2d7b1e0f4a3c';
 
 /**
  * Webhook endpoints change no key or account, so the commands have no generation to bump: they run
- * as `readOnly` for `withDatabase`, and the delivering instance hears of them through the database.
+ * with `tellServers: false`, and the delivering instance hears of them through the database.
  */
-function withWebhooks<T>(work: (deps: WebhookDeps, config: Config) => Promise<T>): Promise<T> {
+function withWebhooks<T>(io: Io, work: (deps: WebhookDeps, config: Config) => Promise<T>): Promise<T> {
   return withDatabase(
+    io,
     async (db: Kysely<Database>, config) => {
       const outbound = new OutboundClient({
         allowPrivate: config.webhooksAllowPrivate,
@@ -34,7 +35,7 @@ function withWebhooks<T>(work: (deps: WebhookDeps, config: Config) => Promise<T>
         await outbound.close();
       }
     },
-    { readOnly: true },
+    { tellServers: false },
   );
 }
 
@@ -76,7 +77,7 @@ const create: Command = {
     const { account, url } = values;
     if (account === undefined || url === undefined)
       throw new InputError('webhooks create needs --account ID and --url URL');
-    const { endpoint, secret } = await withWebhooks((deps) =>
+    const { endpoint, secret } = await withWebhooks(io, (deps) =>
       webhookService.create(deps, {
         accountId: account,
         url,
@@ -122,7 +123,9 @@ const show: Command = {
     });
     if (ids.length !== 1) throw new InputError('usage: safety-api webhooks show ENDPOINT_ID [--json]');
     const endpointId = ids[0] as string;
-    const endpoint = await withDatabase((db) => webhookService.show(db, endpointId), { readOnly: true });
+    const endpoint = await withDatabase(io, (db) => webhookService.show(db, endpointId), {
+      tellServers: false,
+    });
     if (values.json) {
       io.out(JSON.stringify(endpoint));
       return;
@@ -154,6 +157,7 @@ const stateChanges: Command[] = (Object.keys(STATE_CHANGES) as (keyof typeof STA
     async run(args, io) {
       const [endpointId] = positionals(args, 1, `safety-api webhooks ${action} ENDPOINT_ID`) as [string];
       await withDatabase(
+        io,
         async (db) => {
           if (action === 'delete') {
             await webhookService.delete(db, endpointId, ACTOR);
@@ -162,7 +166,7 @@ const stateChanges: Command[] = (Object.keys(STATE_CHANGES) as (keyof typeof STA
             io.out(describe(await webhookService[action](db, endpointId, ACTOR)));
           }
         },
-        { readOnly: true },
+        { tellServers: false },
       );
     },
   }),
@@ -189,7 +193,7 @@ const rotateSecret: Command = {
         'usage: safety-api webhooks rotate-secret ENDPOINT_ID [--overlap-hours N] [--json]',
       );
     const overlapHours = parseOverlapHours(values['overlap-hours']);
-    const rotated = await withWebhooks((deps) =>
+    const rotated = await withWebhooks(io, (deps) =>
       webhookService.rotateSecret(deps, ids[0] as string, ACTOR, { overlapHours }),
     );
     if (values.json) {
@@ -213,7 +217,7 @@ const test: Command = {
   example: `safety-api webhooks test ${ENDPOINT_ID}`,
   async run(args, io) {
     const [endpointId] = positionals(args, 1, 'safety-api webhooks test ENDPOINT_ID') as [string];
-    const result = await withWebhooks((deps) => webhookService.sendTest(deps, endpointId));
+    const result = await withWebhooks(io, (deps) => webhookService.sendTest(deps, endpointId));
     if (result.status === null || result.status < 200 || result.status >= 300)
       throw new Error(`the test event ${result.webhook_id} failed: ${result.error ?? 'no answer'}`);
     io.out(`Delivered test event ${result.webhook_id}: HTTP ${result.status} in ${result.durationMs} ms.`);
@@ -238,9 +242,13 @@ const resend: Command = {
     if (ids.length !== 1 || values.cursor === undefined || values.cursor === '')
       throw new InputError('usage: safety-api webhooks resend ENDPOINT_ID --cursor CURSOR|latest');
     const cursor = values.cursor;
-    const endpoint = await withDatabase((db) => webhookService.resend(db, ids[0] as string, cursor, ACTOR), {
-      readOnly: true,
-    });
+    const endpoint = await withDatabase(
+      io,
+      (db) => webhookService.resend(db, ids[0] as string, cursor, ACTOR),
+      {
+        tellServers: false,
+      },
+    );
     io.out(describe(endpoint));
   },
 };

@@ -2,11 +2,11 @@ import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { hashApiKey } from '../../src/auth/api-keys.ts';
-import { KeyLookup } from '../../src/auth/key-lookup.ts';
+import { KEY_ROW_MAX_AGE_MS, KeyLookup } from '../../src/auth/key-lookup.ts';
 import { type DatabaseHandle, openDatabase } from '../../src/db/database.ts';
 import { apiKeyRepository } from '../../src/db/repositories/api-keys.ts';
 import { apiKeyService } from '../../src/services/api-key-service.ts';
-import { bearer, createTestContext, seedAccount, seedKey, type TestContext } from '../helpers.ts';
+import { bearer, createTestContext, STORES, seedAccount, seedKey, type TestContext } from '../helpers.ts';
 
 describe('key lookup', () => {
   let ctx: TestContext;
@@ -92,6 +92,52 @@ describe('key lookup', () => {
     assert.equal((await lookup.findByHash(keyHash))?.scope, 'admin');
   });
 });
+
+for (const store of STORES) {
+  describe(`key lookup: the rows' maximum age (${store})`, () => {
+    let ctx: TestContext;
+    before(async () => {
+      ctx = await createTestContext(store);
+    });
+    after(() => ctx.close());
+
+    /** A watch that never moves: a write whose writer could not bump it, as far as it can tell. */
+    const unchanged = { current: async () => 'unchanged' };
+    const readAt = Date.parse('2026-05-01T12:00:00.000Z');
+
+    test('a row is served under an unchanged generation until it is KEY_ROW_MAX_AGE_MS old, then read again', async () => {
+      const accountId = await seedAccount(ctx.db);
+      const key = await seedKey(ctx.db, accountId);
+      const lookup = new KeyLookup(ctx.db, unchanged);
+      const keyHash = hashApiKey(key.rawKey);
+
+      assert.equal((await lookup.findByHash(keyHash, readAt))?.state, 'active');
+      // Revoked around every writer that bumps: nothing tells the lookup.
+      await apiKeyService.revoke(ctx.db, key.id, 'test');
+      const last = readAt + KEY_ROW_MAX_AGE_MS - 1;
+      assert.equal((await lookup.findByHash(keyHash, last))?.state, 'active', 'still young: served');
+      assert.equal(lookup.remembered(keyHash, last)?.row.state, 'active');
+
+      const aged = readAt + KEY_ROW_MAX_AGE_MS;
+      assert.equal(lookup.remembered(keyHash, aged), undefined, 'too old for the fast path');
+      assert.equal((await lookup.findByHash(keyHash, aged))?.state, 'revoked', 'read again');
+      // The row read then is young again, from that time.
+      assert.equal(lookup.remembered(keyHash, aged + KEY_ROW_MAX_AGE_MS - 1)?.row.state, 'revoked');
+    });
+
+    test('a clock that went back makes a row too old to serve', async () => {
+      const accountId = await seedAccount(ctx.db);
+      const key = await seedKey(ctx.db, accountId);
+      const lookup = new KeyLookup(ctx.db, unchanged);
+      const keyHash = hashApiKey(key.rawKey);
+
+      assert.equal((await lookup.findByHash(keyHash, readAt))?.scope, 'read');
+      await apiKeyService.setScope(ctx.db, key.id, 'admin', 'test');
+      assert.equal(lookup.remembered(keyHash, readAt - 1), undefined);
+      assert.equal((await lookup.findByHash(keyHash, readAt - 1))?.scope, 'admin');
+    });
+  });
+}
 
 describe('key and plan changes written by another instance (SQLite)', () => {
   let ctx: TestContext;
