@@ -34,8 +34,9 @@ import { changeWebhookId, signedHeaders, signingKeys } from './signing.ts';
  *   server killed meanwhile sends the unwritten ones again, with the same `webhook-id`. A write
  *   the store fails is tried again first, by the same worker, so a short outage sends nothing twice.
  * - A failure holds the endpoint at that event (later ones wait, so order holds) and is retried on
- *   RETRY_SCHEDULE_S with jitter; a 410 disables the endpoint at once, and so does failing for
- *   WEBHOOK_DISABLE_AFTER_HOURS, with the reason recorded and an audit event.
+ *   RETRY_SCHEDULE_S with jitter, counted from the end of the failed attempt; a 410 disables the
+ *   endpoint at once, and so does failing for WEBHOOK_DISABLE_AFTER_HOURS, with the reason recorded
+ *   and an audit event.
  * - No polling when idle: a worker sleeps until woken. On PostgreSQL writers NOTIFY at their commit
  *   (`notifyWebhooks`) and the dispatcher LISTENs on a connection of its own; on SQLite the commit
  *   watch (one 48-byte read of the WAL index, no SQL) tells when anything was committed.
@@ -451,7 +452,10 @@ class EndpointWorker {
       await this.disable(row, `failing since ${failingSince} (last: ${result.error ?? 'no answer'})`);
       return false;
     }
-    const next = new Date(at.getTime() + retryDelayMs(failures));
+    // From the attempt's end as the delivery log records it (`at` + `duration_ms`): counted from its
+    // start, a timeout (10 s by default) would already have used up the first step (about 5 s), and
+    // the retry would leave at once.
+    const next = new Date(at.getTime() + result.durationMs + retryDelayMs(failures));
     return webhookRepository.updateLeased(db, row.id, this.token, {
       failing_since: failingSince,
       failed_attempts: failures,

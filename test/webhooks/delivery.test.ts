@@ -292,8 +292,10 @@ for (const store of STORES) {
       const failing = await webhookService.show(ctx.db, endpoint.id);
       assert.equal(failing.last_status, 500);
       assert.notEqual(failing.failing_since, null);
-      const wait = Date.parse(failing.next_attempt_at ?? '') - Date.parse(failing.last_attempt_at ?? '');
-      assert.ok(wait >= 4000 && wait <= 6000, `first retry after ${wait} ms`);
+      // Counted from the attempt's end: its start plus its duration, as the delivery log has them.
+      const ended = Date.parse(failing.last_attempt_at ?? '') + (failing.attempts[0]?.duration_ms ?? 0);
+      const wait = Date.parse(failing.next_attempt_at ?? '') - ended;
+      assert.ok(wait >= 4000 && wait <= 6000, `first retry ${wait} ms after the attempt's end`);
       assert.equal(receiver.received.length, 1, 'later events wait');
       await receiver.waitFor(4, 10_000);
       await until(async () => (await webhookService.show(ctx.db, endpoint.id)).lag === 0, 5000, 'caught up');
@@ -331,6 +333,27 @@ for (const store of STORES) {
       assert.equal(shown.position, endpoint.position, 'the position waits for a 2xx');
       assert.equal(shown.lag, 1);
       assert.notEqual(shown.next_attempt_at, null);
+    });
+
+    test("a retry after a timeout is scheduled about 5 s after the attempt's end, not its start", async () => {
+      // Answers only after the timeout (2 s here): the attempt ends when the timeout does.
+      receiver.answer = (_r, response) => {
+        setTimeout(() => response.end(), 4000).unref();
+      };
+      const { endpoint } = await create();
+      await importRecords(ctx, [incident(accountId, randomUUID(), 1)]);
+      await until(
+        async () => (await webhookService.show(ctx.db, endpoint.id)).next_attempt_at !== null,
+        5000,
+        'the retry scheduled',
+      );
+      const shown = await webhookService.show(ctx.db, endpoint.id);
+      const [attempt] = shown.attempts;
+      assert.equal(attempt?.error, 'no answer within 2000 ms');
+      assert.ok((attempt?.duration_ms ?? 0) >= 2000, `the attempt lasted ${attempt?.duration_ms} ms`);
+      const ended = Date.parse(attempt?.at ?? '') + (attempt?.duration_ms ?? 0);
+      const wait = Date.parse(shown.next_attempt_at ?? '') - ended;
+      assert.ok(wait >= 4000 && wait <= 6000, `retry ${wait} ms after the attempt's end`);
     });
 
     test('410 Gone disables the endpoint at once, with the reason and an audit event; nothing more is sent', async () => {
