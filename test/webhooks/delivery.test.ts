@@ -1,8 +1,5 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import {
@@ -17,10 +14,10 @@ import {
 } from 'kysely';
 import { auditRepository } from '../../src/db/repositories/audit-events.ts';
 import { StoreUnavailableError } from '../../src/db/store-health.ts';
-import { importFile } from '../../src/import/import.ts';
 import { webhookService } from '../../src/services/webhook-service.ts';
 import { WebhookDispatcher } from '../../src/webhooks/delivery.ts';
 import { bearer, createTestContext, STORES, seedAccount, seedKey, type TestContext } from '../helpers.ts';
+import { importRecords, incident, until } from './feed.ts';
 import { type Received, Receiver } from './receiver.ts';
 
 /**
@@ -34,31 +31,6 @@ const ENV = {
   WEBHOOK_TIMEOUT_MS: '2000',
   WEBHOOK_LEASE_SECONDS: '4',
 };
-
-let files: string;
-before(() => {
-  files = mkdtempSync(join(tmpdir(), 'safety-webhooks-'));
-});
-after(() => rmSync(files, { recursive: true, force: true }));
-
-function incident(accountId: string, id: string, i: number, fields: Record<string, unknown> = {}) {
-  return {
-    type: 'incident',
-    id,
-    account_id: accountId,
-    incident_number: `INC-2025-${i}`,
-    status: 'open',
-    created_at: new Date(Date.UTC(2025, 0, 1) + i * 1000).toISOString(),
-    updated_at: new Date(Date.UTC(2025, 0, 1) + i * 1000).toISOString(),
-    ...fields,
-  };
-}
-
-async function importRecords(ctx: TestContext, records: object[]): Promise<void> {
-  const path = join(files, `${randomUUID()}.ndjson`);
-  writeFileSync(path, records.map((record) => JSON.stringify(record)).join('\n'));
-  await importFile(ctx.db, path, { retentionDays: ctx.config.changesRetentionDays });
-}
 
 function verify(secret: string, received: Received): unknown {
   const headers = {
@@ -104,18 +76,6 @@ function writesPosition(node: UpdateQueryNode): boolean {
   return (node.updates ?? []).some(
     (update) => ColumnNode.is(update.column) && update.column.column.name === 'position',
   );
-}
-
-async function until(
-  condition: () => Promise<boolean> | boolean,
-  timeoutMs: number,
-  what: string,
-): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
 }
 
 for (const store of STORES) {
