@@ -8,6 +8,7 @@ import * as changes from './migrations/0006_changes.ts';
 import * as webhooks from './migrations/0007_webhooks.ts';
 import * as keyUsage from './migrations/0008_key_usage.ts';
 import * as oauthClientLifecycle from './migrations/0009_oauth_client_lifecycle.ts';
+import * as webhookAcknowledged from './migrations/0010_webhook_acknowledged.ts';
 import { openDatabase } from './database.ts';
 import { healthRepository } from './repositories/health.ts';
 import type { Database } from './schema.ts';
@@ -27,6 +28,7 @@ export const migrations: Record<string, Migration> = {
   '0007_webhooks': webhooks,
   '0008_key_usage': keyUsage,
   '0009_oauth_client_lifecycle': oauthClientLifecycle,
+  '0010_webhook_acknowledged': webhookAcknowledged,
 };
 
 /** Applies pending migrations; throws with the failing migration's name and cause. */

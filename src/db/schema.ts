@@ -21,7 +21,8 @@ interface ChangeColumns {
 interface RecordChangeColumns extends ChangeColumns {
   /**
    * The seq at which the record last entered the public view (inserted, or back after a deletion):
-   * a change after a receiver's position is `created` when this is after it too, else `updated`.
+   * a webhook receiver knows the record in this life only if it was sent it since then
+   * (`WebhookEndpointsTable.known_through`, `WebhookAcknowledgedTable`).
    */
   created_seq: ColumnType<number, number | undefined, number>;
 }
@@ -212,6 +213,13 @@ export interface WebhookEndpointsTable {
   previous_secret_expires_at: string | null;
   /** The seq of the last change delivered (or skipped by the filter): delivery goes on after it. */
   position: number;
+  /**
+   * The receiver knows every record in the view whose `created_seq` is at or before this seq (it was
+   * sent a `created` or `updated` for it, or the record was in the view when the position was set
+   * by hand): that record's changes are `updated`. Set with the position at creation, resend and
+   * restart from latest; moved up to the position when a whole read of the feed was delivered.
+   */
+  known_through: number;
   /** When the change after `position` first failed; null while deliveries succeed. */
   failing_since: string | null;
   /** Failed attempts of the change after `position`: the retry schedule's step. */
@@ -226,6 +234,20 @@ export interface WebhookEndpointsTable {
   created_by: string;
   created_at: string;
   updated_at: string;
+}
+
+/**
+ * The records an endpoint acknowledged (2xx), or whose event its filter left out, since they last
+ * entered the view, among those that entered it after its `known_through`: their changes are
+ * `updated`. Emptied when `known_through` moves up; the rows go with the endpoint.
+ */
+export interface WebhookAcknowledgedTable {
+  endpoint_id: string;
+  /** `incident`, `user`, `department` or `location`. */
+  record_type: string;
+  record_id: string;
+  /** The record's `created_seq` when it was acknowledged: once the record left and came back, it differs. */
+  created_seq: number;
 }
 
 /** One delivery attempt, kept for the endpoint's delivery log. */
@@ -270,4 +292,5 @@ export interface Database {
   generated_secrets: GeneratedSecretsTable;
   webhook_endpoints: WebhookEndpointsTable;
   webhook_attempts: WebhookAttemptsTable;
+  webhook_acknowledged: WebhookAcknowledgedTable;
 }

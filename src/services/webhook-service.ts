@@ -142,8 +142,18 @@ export function parseOverlapHours(value: string | number | undefined): number {
 }
 
 /**
+ * A position set by hand (creation, resend, restart from latest): the receiver counts as knowing
+ * exactly the records that entered the view up to it; those that entered it later are `created`
+ * when their turn comes (docs/webhooks.md, "Events").
+ */
+function restartAt(position: number): { position: number; known_through: number } {
+  return { position, known_through: position };
+}
+
+/**
  * Writes `patch` and its audit event in one transaction, then wakes the deliveries. `releaseLease`:
  * the change moves the position or the state, so the holder must start again from the stored row.
+ * A patch that sets the floor (`restartAt`) also forgets what the endpoint acknowledged past it.
  */
 async function change(
   db: Kysely<Database>,
@@ -159,6 +169,7 @@ async function change(
       ...(releaseLease ? { lease_owner: null, lease_expires_at: null } : {}),
       updated_at: stamp,
     });
+    if (patch.known_through !== undefined) await webhookRepository.forgetAcknowledged(trx, row.id);
     await auditRepository.insert(trx, {
       account_id: row.account_id,
       subject_type: 'webhook_endpoint',
@@ -207,7 +218,7 @@ export const webhookService = {
         secret: sealed,
         previous_secret: null,
         previous_secret_expires_at: null,
-        position: head,
+        ...restartAt(head),
         failing_since: null,
         failed_attempts: 0,
         next_attempt_at: null,
@@ -320,7 +331,7 @@ export const webhookService = {
         state: 'active',
         disabled_reason: null,
         ...NOT_FAILING,
-        ...(fromLatest ? { position: feed.head } : {}),
+        ...(fromLatest ? restartAt(feed.head) : {}),
       },
       { actor, action: 'enabled', detail: fromLatest ? `restarted from the head (seq ${feed.head})` : null },
       { releaseLease: true },
@@ -408,7 +419,7 @@ export const webhookService = {
     await change(
       db,
       row,
-      { position, ...NOT_FAILING },
+      { ...restartAt(position), ...NOT_FAILING },
       {
         actor,
         action: 'resend',

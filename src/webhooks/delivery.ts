@@ -6,7 +6,11 @@ import { Counter, Gauge, Histogram, type Metric } from 'prom-client';
 import type { CommitWatch } from '../db/commit-watch.ts';
 import { auditRepository } from '../db/repositories/audit-events.ts';
 import { WEBHOOK_CHANNEL } from '../db/repositories/notifications.ts';
-import { type LeasedEndpointRow, webhookRepository } from '../db/repositories/webhooks.ts';
+import {
+  type AcknowledgedRecord,
+  type LeasedEndpointRow,
+  webhookRepository,
+} from '../db/repositories/webhooks.ts';
 import type { Database, WebhookAttemptsTable } from '../db/schema.ts';
 import { isStoreUnavailable } from '../db/store-health.ts';
 import { changeCursors } from '../services/change-cursor.ts';
@@ -15,7 +19,7 @@ import { signingSecrets } from '../services/webhook-service.ts';
 import { matchesFilter } from './events.ts';
 import { DeliveryGovernor } from './governor.ts';
 import type { OutboundClient, PostResult } from './outbound.ts';
-import { changeEventBody, eventType } from './payload.ts';
+import { changeEventBody, type EventChange, eventType } from './payload.ts';
 import { changeWebhookId, signedHeaders, signingKeys } from './signing.ts';
 
 /**
@@ -33,9 +37,22 @@ import { changeWebhookId, signedHeaders, signingKeys } from './signing.ts';
  *   filter leaves out), and is written at least every FLUSH_MS and at the end of each batch: a
  *   server killed meanwhile sends the unwritten ones again, with the same `webhook-id`. A write
  *   the store fails is tried again first, by the same worker, so a short outage sends nothing twice.
+ * - The event type says what this endpoint was sent: a record's change is `updated` only if the
+ *   endpoint acknowledged (2xx) a `created` or `updated` of it, or its filter left that event out,
+ *   since the record last entered the view (its `created_seq`); `created` otherwise. The position
+ *   cannot tell: other records' deliveries move it past a record's `created_seq` before the
+ *   record's merged change is sent (issue 36 item 1). What the endpoint knows is a floor,
+ *   `known_through` (every record that entered the view up to it is known), and the records
+ *   acknowledged after it (`webhook_acknowledged`), written in the position's transaction. The
+ *   floor moves up to the position when a read that held every change up to the head it read (not
+ *   cut at the batch size) was delivered whole: each record that entered the view by then was sent
+ *   at a seq at or after its entry, in that read or before it, so the set is emptied with it. In
+ *   steady state (small reads delivered whole) the set stays empty and costs no query; it fills
+ *   only while a read is cut short or a failure stops one, and empties at the next whole read.
  * - A failure holds the endpoint at that event (later ones wait, so order holds) and is retried on
- *   RETRY_SCHEDULE_S with jitter; a 410 disables the endpoint at once, and so does failing for
- *   WEBHOOK_DISABLE_AFTER_HOURS, with the reason recorded and an audit event.
+ *   RETRY_SCHEDULE_S with jitter, counted from the end of the failed attempt; a 410 disables the
+ *   endpoint at once, and so does failing for WEBHOOK_DISABLE_AFTER_HOURS, with the reason recorded
+ *   and an audit event.
  * - No polling when idle: a worker sleeps until woken. On PostgreSQL writers NOTIFY at their commit
  *   (`notifyWebhooks`) and the dispatcher LISTENs on a connection of its own; on SQLite the commit
  *   watch (one 48-byte read of the WAL index, no SQL) tells when anything was committed.
@@ -78,6 +95,8 @@ export interface DispatcherOptions {
   leaseSeconds: number;
   timeoutMs: number;
   disableAfterHours: number;
+  /** Changes read per batch: BATCH, unless a test needs reads cut short sooner. */
+  batchSize?: number;
   logger: {
     info(details: object, message: string): void;
     warn(details: object, message: string): void;
@@ -154,6 +173,24 @@ interface Unwritten {
   last: { status: number | null; at: string } | null;
   /** Whether an event was accepted: the endpoint is no longer failing. */
   recovered: boolean;
+  /** Records the receiver now knows (accepted, or left out by the filter) past the floor, by `recordKey`. */
+  acknowledged: Map<string, AcknowledgedRecord>;
+  /** Records it knew that left the view, by `recordKey`. */
+  forgotten: Map<string, Pick<AcknowledgedRecord, 'record_type' | 'record_id'>>;
+  /** The new floor (`known_through`) after a whole read; then every acknowledged record is forgotten. */
+  knownThrough: number | null;
+}
+
+const recordKey = (type: string, id: string) => `${type}:${id}`;
+
+/**
+ * Whether the receiver knows the record of an upsert in its current life: it entered the view at or
+ * before the floor, or the endpoint acknowledged it since (the same `created_seq`).
+ */
+function knows(floor: number, acknowledged: ReadonlyMap<string, number>, change: EventChange): boolean {
+  return (
+    change.createdSeq <= floor || acknowledged.get(recordKey(change.type, change.id)) === change.createdSeq
+  );
 }
 
 /** Resolves at `ms` from now, or as soon as `wake` is called, whichever comes first. */
@@ -203,6 +240,12 @@ class EndpointWorker {
   private waitingSince: number | null = null;
   /** Whether the account's data may have changed since the last read. */
   private poked = true;
+  /**
+   * Whether the endpoint's `webhook_acknowledged` holds nothing: then a batch looks nothing up and a
+   * floor write deletes nothing. Null until this worker's first floor write; only the lease holder
+   * writes the set, so it stays true until this worker adds to it.
+   */
+  private acknowledgedEmpty: boolean | null = null;
   readonly done: Promise<void>;
 
   constructor(
@@ -251,6 +294,23 @@ class EndpointWorker {
    */
   private leaseHolds(): boolean {
     return Date.now() + this.dispatcher.options.timeoutMs < this.leaseUntil;
+  }
+
+  private get batchSize(): number {
+    return this.dispatcher.options.batchSize ?? BATCH;
+  }
+
+  /** What was done since the last write, begun (if nothing was) at `position`, where that write left it. */
+  private progress(position: number): Unwritten {
+    return (this.unwritten ??= {
+      position,
+      attempts: [],
+      last: null,
+      recovered: false,
+      acknowledged: new Map(),
+      forgotten: new Map(),
+      knownThrough: null,
+    });
   }
 
   /**
@@ -312,51 +372,94 @@ class EndpointWorker {
       return true;
     }
     this.poked = false;
-    const batch = await changeFeedService.after(db, row.account_id, row.position, BATCH);
+    const batch = await changeFeedService.after(db, row.account_id, row.position, this.batchSize);
     this.head = batch.head;
     if (batch.changes.length === 0) {
       this.waitingSince = null;
       // Seqs with no change left (a change to the account itself, records that changed again):
-      // nothing to send up to the head, so the position moves there and the lag reads 0.
+      // nothing to send up to the head, so the position moves there and the lag reads 0. No
+      // record's latest change lies after the position, so each was sent (or known) since it
+      // entered the view: the floor moves there too.
       if (batch.head > row.position) {
-        const held = await webhookRepository.updateLeased(db, row.id, this.token, {
-          position: batch.head,
-          updated_at: new Date().toISOString(),
-        });
-        if (!held) return false;
+        const done = this.progress(row.position);
+        done.position = batch.head;
+        done.knownThrough = batch.head;
+        if (!(await this.write())) return false;
         this.position = batch.head;
       }
       return true;
     }
     this.waitingSince = Date.parse(batch.changes[0]?.changed_at ?? '') || Date.now();
+    const complete = batch.changes.length < this.batchSize;
     // More may follow at once: read again after this batch.
-    if (batch.changes.length === BATCH || (batch.changes.at(-1)?.seq ?? 0) < batch.head) this.poked = true;
-    return this.deliver(row, batch.changes);
+    if (!complete || (batch.changes.at(-1)?.seq ?? 0) < batch.head) this.poked = true;
+    return this.deliver(row, batch.changes, complete);
   }
 
-  /** Delivers `changes` in order until one fails; false when the loop must end (lease lost, disabled, stopped). */
-  private async deliver(
-    row: LeasedEndpointRow,
-    changes: Awaited<ReturnType<typeof changeFeedService.after>>['changes'],
-  ): Promise<boolean> {
+  /** What the endpoint acknowledged of the batch's records: one read, none while it holds nothing. */
+  private async acknowledgedAmong(changes: EventChange[]): Promise<Map<string, number>> {
+    if (this.acknowledgedEmpty === true) return new Map();
+    const ids = [...new Set(changes.map((change) => change.id))];
+    const rows = await webhookRepository.acknowledged(this.dispatcher.options.db, this.id, ids);
+    return new Map(
+      rows.map((record) => [recordKey(record.record_type, record.record_id), record.created_seq]),
+    );
+  }
+
+  /**
+   * The receiver heard of `change` (accepted it, or its filter left it out): a record it did not
+   * know becomes known; a record it knew that left the view is forgotten.
+   */
+  private heard(
+    done: Unwritten,
+    floor: number,
+    acknowledged: ReadonlyMap<string, number>,
+    change: EventChange,
+  ): void {
+    const key = recordKey(change.type, change.id);
+    if (change.op === 'delete') {
+      done.acknowledged.delete(key);
+      if (acknowledged.has(key)) done.forgotten.set(key, { record_type: change.type, record_id: change.id });
+    } else if (!knows(floor, acknowledged, change)) {
+      done.forgotten.delete(key);
+      done.acknowledged.set(key, {
+        record_type: change.type,
+        record_id: change.id,
+        created_seq: change.createdSeq,
+      });
+    }
+  }
+
+  /**
+   * Delivers `changes` in order until one fails; false when the loop must end (lease lost, disabled,
+   * stopped). `complete`: the read held every change up to the head it read (it was not cut at the
+   * batch size).
+   */
+  private async deliver(row: LeasedEndpointRow, changes: EventChange[], complete: boolean): Promise<boolean> {
     const { db, outbound, secretsKey } = this.dispatcher.options;
     const metrics = this.dispatcher.metrics;
     const filter = JSON.parse(row.events) as string[];
     const keys = signingKeys(await signingSecrets(db, secretsKey, row, new Date()));
     const cursors = await changeCursors(db);
+    const floor = row.known_through;
+    const acknowledged = await this.acknowledgedAmong(changes);
     let position = row.position;
     let flushedAt = Date.now();
     // Whether an event of this batch was accepted: the endpoint's failure, if any, is over.
     let recovered = false;
-    const progress = (): Unwritten =>
-      (this.unwritten ??= { position, attempts: [], last: null, recovered: false });
+    // Changes of this batch accepted or left out by the filter (a prefix of it, in feed order).
+    let passed = 0;
 
     for (const change of changes) {
       if (this.stopped || !this.leaseHolds()) break;
-      const type = eventType(change, position);
+      const type = eventType(change, knows(floor, acknowledged, change));
       if (!matchesFilter(filter, type)) {
+        // Left out by the endpoint's choice: it counts as heard, as an accepted event does.
         position = change.seq;
-        progress().position = position;
+        const done = this.progress(position);
+        done.position = position;
+        this.heard(done, floor, acknowledged, change);
+        passed += 1;
         continue;
       }
       await this.dispatcher.governor.turn(this.abort.signal);
@@ -375,7 +478,7 @@ class EndpointWorker {
       if (this.stopped) break;
       const outcome = outcomeOf(result);
       metrics.attempts.inc({ outcome });
-      const done = progress();
+      const done = this.progress(position);
       done.attempts.push({
         endpoint_id: row.id,
         webhook_id: webhookId,
@@ -396,21 +499,26 @@ class EndpointWorker {
       this.position = position;
       done.position = position;
       done.recovered = true;
+      this.heard(done, floor, acknowledged, change);
       recovered = true;
-      if (Date.now() - flushedAt >= FLUSH_MS) {
+      passed += 1;
+      // The batch's last change is written just below, with the new floor if the batch was whole.
+      if (passed < changes.length && Date.now() - flushedAt >= FLUSH_MS) {
         if (!(await this.write())) return false;
         flushedAt = Date.now();
       }
     }
+    if (complete && passed === changes.length) this.progress(position).knownThrough = position;
     const held = await this.write();
     this.position = position;
     return held && !this.stopped;
   }
 
   /**
-   * Writes what was done since the last write (the position, the attempts, the last status) in one
-   * transaction; false when the lease is no longer this worker's. If the store fails it, the
-   * progress stays for the next try.
+   * Writes what was done since the last write (the position, the attempts, the last status, what
+   * the receiver now knows) in one transaction, so that a crash loses none of it relative to the
+   * position; false when the lease is no longer this worker's. If the store fails it, the progress
+   * stays for the next try.
    */
   private async write(): Promise<boolean> {
     const done = this.unwritten;
@@ -419,14 +527,26 @@ class EndpointWorker {
     const held = await db.transaction().execute(async (trx) => {
       const applied = await webhookRepository.updateLeased(trx, this.id, this.token, {
         position: done.position,
+        ...(done.knownThrough === null ? {} : { known_through: done.knownThrough }),
         ...(done.last === null ? {} : { last_attempt_at: done.last.at, last_status: done.last.status }),
         ...(done.recovered ? { failing_since: null, failed_attempts: 0, next_attempt_at: null } : {}),
         updated_at: new Date().toISOString(),
       });
-      if (applied) await webhookRepository.recordAttempts(trx, done.attempts);
-      return applied;
+      if (!applied) return false;
+      await webhookRepository.recordAttempts(trx, done.attempts);
+      if (done.knownThrough !== null) {
+        // Every record acknowledged entered the view by the new floor: the floor covers them all,
+        // so none is added, and nothing is deleted when nothing is held.
+        if (this.acknowledgedEmpty !== true) await webhookRepository.forgetAcknowledged(trx, this.id);
+      } else {
+        await webhookRepository.forgetAcknowledged(trx, this.id, [...done.forgotten.values()]);
+        await webhookRepository.acknowledge(trx, this.id, [...done.acknowledged.values()]);
+      }
+      return true;
     });
     this.unwritten = null;
+    if (held && done.knownThrough !== null) this.acknowledgedEmpty = true;
+    else if (held && done.acknowledged.size > 0) this.acknowledgedEmpty = false;
     return held;
   }
 
@@ -451,7 +571,10 @@ class EndpointWorker {
       await this.disable(row, `failing since ${failingSince} (last: ${result.error ?? 'no answer'})`);
       return false;
     }
-    const next = new Date(at.getTime() + retryDelayMs(failures));
+    // From the attempt's end as the delivery log records it (`at` + `duration_ms`): counted from its
+    // start, a timeout (10 s by default) would already have used up the first step (about 5 s), and
+    // the retry would leave at once.
+    const next = new Date(at.getTime() + result.durationMs + retryDelayMs(failures));
     return webhookRepository.updateLeased(db, row.id, this.token, {
       failing_since: failingSince,
       failed_attempts: failures,

@@ -3,9 +3,11 @@ import { InputError } from '../errors.ts';
 /**
  * Webhook event types and an endpoint's filter of them (DESIGN.md, "Webhooks"; docs/webhooks.md).
  *
- * - `<type>.created`: the record entered the public view after the receiver's position (it is new,
- *   or it came back after a deletion): the receiver has not been told of it in this life.
- * - `<type>.updated`: the record was in the public view at the receiver's position and changed.
+ * - `<type>.created`: the receiver has not been told of the record in this life (since it last
+ *   entered the public view: it is new, or it came back after a deletion).
+ * - `<type>.updated`: the receiver was told of it in this life (it acknowledged a `created` or an
+ *   `updated`, or its filter left one out), or the record was in the view when the receiver's
+ *   position was set (creation, resend), and it changed. `delivery.ts` keeps what each was told.
  * - `<type>.deleted`: the record left the public view (deleted, deactivated, vendor support).
  * Compacted like the feed: a record changed several times before its event left is sent once, in
  * its latest state, so a record created and then changed is one `created`.

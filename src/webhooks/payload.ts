@@ -19,12 +19,13 @@ export interface EventChange {
 }
 
 /**
- * `<type>.created|updated|deleted` of a change delivered to a receiver whose position is
- * `position`: created when the record entered the view after that position.
+ * `<type>.created|updated|deleted` of a change for a receiver that `knows` the record or not: knows
+ * it when it was sent a `created` or `updated` of it since the record last entered the view
+ * (`delivery.ts` keeps that per endpoint).
  */
-export function eventType(change: EventChange, position: number): string {
+export function eventType(change: EventChange, knows: boolean): string {
   if (change.op === 'delete') return `${change.type}.deleted`;
-  return `${change.type}.${change.createdSeq > position ? 'created' : 'updated'}`;
+  return `${change.type}.${knows ? 'updated' : 'created'}`;
 }
 
 /** The JSON body of a change's event. `timestamp` is when the change was made. */

@@ -1,8 +1,5 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import {
@@ -17,10 +14,10 @@ import {
 } from 'kysely';
 import { auditRepository } from '../../src/db/repositories/audit-events.ts';
 import { StoreUnavailableError } from '../../src/db/store-health.ts';
-import { importFile } from '../../src/import/import.ts';
 import { webhookService } from '../../src/services/webhook-service.ts';
 import { WebhookDispatcher } from '../../src/webhooks/delivery.ts';
 import { bearer, createTestContext, STORES, seedAccount, seedKey, type TestContext } from '../helpers.ts';
+import { importRecords, incident, until } from './feed.ts';
 import { type Received, Receiver } from './receiver.ts';
 
 /**
@@ -34,31 +31,6 @@ const ENV = {
   WEBHOOK_TIMEOUT_MS: '2000',
   WEBHOOK_LEASE_SECONDS: '4',
 };
-
-let files: string;
-before(() => {
-  files = mkdtempSync(join(tmpdir(), 'safety-webhooks-'));
-});
-after(() => rmSync(files, { recursive: true, force: true }));
-
-function incident(accountId: string, id: string, i: number, fields: Record<string, unknown> = {}) {
-  return {
-    type: 'incident',
-    id,
-    account_id: accountId,
-    incident_number: `INC-2025-${i}`,
-    status: 'open',
-    created_at: new Date(Date.UTC(2025, 0, 1) + i * 1000).toISOString(),
-    updated_at: new Date(Date.UTC(2025, 0, 1) + i * 1000).toISOString(),
-    ...fields,
-  };
-}
-
-async function importRecords(ctx: TestContext, records: object[]): Promise<void> {
-  const path = join(files, `${randomUUID()}.ndjson`);
-  writeFileSync(path, records.map((record) => JSON.stringify(record)).join('\n'));
-  await importFile(ctx.db, path, { retentionDays: ctx.config.changesRetentionDays });
-}
 
 function verify(secret: string, received: Received): unknown {
   const headers = {
@@ -104,18 +76,6 @@ function writesPosition(node: UpdateQueryNode): boolean {
   return (node.updates ?? []).some(
     (update) => ColumnNode.is(update.column) && update.column.column.name === 'position',
   );
-}
-
-async function until(
-  condition: () => Promise<boolean> | boolean,
-  timeoutMs: number,
-  what: string,
-): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
 }
 
 for (const store of STORES) {
@@ -292,8 +252,10 @@ for (const store of STORES) {
       const failing = await webhookService.show(ctx.db, endpoint.id);
       assert.equal(failing.last_status, 500);
       assert.notEqual(failing.failing_since, null);
-      const wait = Date.parse(failing.next_attempt_at ?? '') - Date.parse(failing.last_attempt_at ?? '');
-      assert.ok(wait >= 4000 && wait <= 6000, `first retry after ${wait} ms`);
+      // Counted from the attempt's end: its start plus its duration, as the delivery log has them.
+      const ended = Date.parse(failing.last_attempt_at ?? '') + (failing.attempts[0]?.duration_ms ?? 0);
+      const wait = Date.parse(failing.next_attempt_at ?? '') - ended;
+      assert.ok(wait >= 4000 && wait <= 6000, `first retry ${wait} ms after the attempt's end`);
       assert.equal(receiver.received.length, 1, 'later events wait');
       await receiver.waitFor(4, 10_000);
       await until(async () => (await webhookService.show(ctx.db, endpoint.id)).lag === 0, 5000, 'caught up');
@@ -331,6 +293,27 @@ for (const store of STORES) {
       assert.equal(shown.position, endpoint.position, 'the position waits for a 2xx');
       assert.equal(shown.lag, 1);
       assert.notEqual(shown.next_attempt_at, null);
+    });
+
+    test("a retry after a timeout is scheduled about 5 s after the attempt's end, not its start", async () => {
+      // Answers only after the timeout (2 s here): the attempt ends when the timeout does.
+      receiver.answer = (_r, response) => {
+        setTimeout(() => response.end(), 4000).unref();
+      };
+      const { endpoint } = await create();
+      await importRecords(ctx, [incident(accountId, randomUUID(), 1)]);
+      await until(
+        async () => (await webhookService.show(ctx.db, endpoint.id)).next_attempt_at !== null,
+        5000,
+        'the retry scheduled',
+      );
+      const shown = await webhookService.show(ctx.db, endpoint.id);
+      const [attempt] = shown.attempts;
+      assert.equal(attempt?.error, 'no answer within 2000 ms');
+      assert.ok((attempt?.duration_ms ?? 0) >= 2000, `the attempt lasted ${attempt?.duration_ms} ms`);
+      const ended = Date.parse(attempt?.at ?? '') + (attempt?.duration_ms ?? 0);
+      const wait = Date.parse(shown.next_attempt_at ?? '') - ended;
+      assert.ok(wait >= 4000 && wait <= 6000, `retry ${wait} ms after the attempt's end`);
     });
 
     test('410 Gone disables the endpoint at once, with the reason and an audit event; nothing more is sent', async () => {

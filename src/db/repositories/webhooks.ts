@@ -1,8 +1,15 @@
 import { type Insertable, type Kysely, PostgresAdapter, type Selectable } from 'kysely';
-import type { Database, WebhookAttemptsTable, WebhookEndpointsTable } from '../schema.ts';
+import type {
+  Database,
+  WebhookAcknowledgedTable,
+  WebhookAttemptsTable,
+  WebhookEndpointsTable,
+} from '../schema.ts';
 
 export type WebhookEndpointRow = Selectable<WebhookEndpointsTable>;
 export type WebhookAttemptRow = Omit<Selectable<WebhookAttemptsTable>, 'endpoint_id'>;
+/** A record an endpoint acknowledged since it entered the view (`WebhookAcknowledgedTable`). */
+export type AcknowledgedRecord = Omit<Selectable<WebhookAcknowledgedTable>, 'endpoint_id'>;
 
 /** An endpoint with what its account's feed and plan say: where the feed stands and whether it may deliver. */
 export type LeasedEndpointRow = WebhookEndpointRow & {
@@ -194,6 +201,63 @@ export const webhookRepository = {
         .where('id', '<', oldestKept.id)
         .execute();
     }
+  },
+
+  /** Those of `ids` the endpoint acknowledged since they last entered the view, with that entry's seq. */
+  async acknowledged(db: Kysely<Database>, endpointId: string, ids: string[]): Promise<AcknowledgedRecord[]> {
+    if (ids.length === 0) return [];
+    return db
+      .selectFrom('webhook_acknowledged')
+      .select(['record_type', 'record_id', 'created_seq'])
+      .where('endpoint_id', '=', endpointId)
+      .where('record_id', 'in', ids)
+      .execute();
+  },
+
+  /** Remembers `records` as acknowledged by the endpoint, in place of what it held of their earlier lives. */
+  async acknowledge(db: Kysely<Database>, endpointId: string, records: AcknowledgedRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    await db
+      .insertInto('webhook_acknowledged')
+      .values(records.map((record) => ({ endpoint_id: endpointId, ...record })))
+      .onConflict((oc) =>
+        oc
+          .columns(['endpoint_id', 'record_id', 'record_type'])
+          .doUpdateSet({ created_seq: (eb) => eb.ref('excluded.created_seq') }),
+      )
+      .execute();
+  },
+
+  /**
+   * Forgets what the endpoint acknowledged: of `records` (records that left the view), or, without
+   * them, everything (its `known_through` moved past all of it, or its position was set by hand).
+   */
+  async forgetAcknowledged(
+    db: Kysely<Database>,
+    endpointId: string,
+    records?: Pick<AcknowledgedRecord, 'record_type' | 'record_id'>[],
+  ): Promise<void> {
+    if (records?.length === 0) return;
+    let query = db.deleteFrom('webhook_acknowledged').where('endpoint_id', '=', endpointId);
+    if (records !== undefined) {
+      // One IN list per record type (four at most), rather than one condition per record.
+      const byType = Map.groupBy(records, (record) => record.record_type);
+      query = query.where((eb) =>
+        eb.or(
+          [...byType].map(([type, ofType]) =>
+            eb.and([
+              eb('record_type', '=', type),
+              eb(
+                'record_id',
+                'in',
+                ofType.map((record) => record.record_id),
+              ),
+            ]),
+          ),
+        ),
+      );
+    }
+    await query.execute();
   },
 
   /** The endpoint's latest `limit` attempts, newest first. */
