@@ -50,8 +50,9 @@ const pascal = (word: string) => word.charAt(0).toUpperCase() + word.slice(1);
 
 const ACTION_TEXT: Record<RecordEventAction, string> = {
   created:
-    "The record entered the public view after the endpoint's position: it is new, or back after a deletion. Sent once in its latest state, even if it changed again before the event left.",
-  updated: "The record was in the public view at the endpoint's position and changed.",
+    'This endpoint has not been sent the record since it last entered the public view: it is new, or back after a deletion. Sent once in its latest state, even if it changed again before the event left.',
+  updated:
+    "This endpoint was sent the record since it last entered the public view (or the record was in the view when the endpoint's position was set), and it changed.",
   deleted:
     'The record left the public view (deleted, deactivated, or a vendor support user). `object` is null. It may name a record this endpoint was never sent: one created and removed before its event left, or one that never was in the public view.',
 };

@@ -5,6 +5,7 @@ import type {
   WebhookAttemptsTable,
   WebhookEndpointsTable,
 } from '../schema.ts';
+import { repository } from '../store-context.ts';
 
 export type WebhookEndpointRow = Selectable<WebhookEndpointsTable>;
 export type WebhookAttemptRow = Omit<Selectable<WebhookAttemptsTable>, 'endpoint_id'>;
@@ -28,7 +29,7 @@ export type EndpointPatch = Partial<
 /** How many attempts the delivery log keeps per endpoint. */
 export const ATTEMPTS_KEPT = 100;
 
-export const webhookRepository = {
+export const webhookRepository = repository('webhookRepository', {
   async insert(db: Kysely<Database>, row: Insertable<WebhookEndpointsTable>): Promise<void> {
     await db.insertInto('webhook_endpoints').values(row).execute();
   },
@@ -270,4 +271,4 @@ export const webhookRepository = {
       .limit(limit)
       .execute();
   },
-};
+});

@@ -599,7 +599,7 @@ export interface webhooks {
         put?: never;
         /**
          * An incident was created
-         * @description The record entered the public view after the endpoint's position: it is new, or back after a deletion. Sent once in its latest state, even if it changed again before the event left.
+         * @description This endpoint has not been sent the record since it last entered the public view: it is new, or back after a deletion. Sent once in its latest state, even if it changed again before the event left.
          */
         post: operations["incidentCreatedEvent"];
         delete?: never;
@@ -619,7 +619,7 @@ export interface webhooks {
         put?: never;
         /**
          * An incident was updated
-         * @description The record was in the public view at the endpoint's position and changed.
+         * @description This endpoint was sent the record since it last entered the public view (or the record was in the view when the endpoint's position was set), and it changed.
          */
         post: operations["incidentUpdatedEvent"];
         delete?: never;
@@ -659,7 +659,7 @@ export interface webhooks {
         put?: never;
         /**
          * A user was created
-         * @description The record entered the public view after the endpoint's position: it is new, or back after a deletion. Sent once in its latest state, even if it changed again before the event left.
+         * @description This endpoint has not been sent the record since it last entered the public view: it is new, or back after a deletion. Sent once in its latest state, even if it changed again before the event left.
          */
         post: operations["userCreatedEvent"];
         delete?: never;
@@ -679,7 +679,7 @@ export interface webhooks {
         put?: never;
         /**
          * A user was updated
-         * @description The record was in the public view at the endpoint's position and changed.
+         * @description This endpoint was sent the record since it last entered the public view (or the record was in the view when the endpoint's position was set), and it changed.
          */
         post: operations["userUpdatedEvent"];
         delete?: never;
@@ -719,7 +719,7 @@ export interface webhooks {
         put?: never;
         /**
          * A department was created
-         * @description The record entered the public view after the endpoint's position: it is new, or back after a deletion. Sent once in its latest state, even if it changed again before the event left.
+         * @description This endpoint has not been sent the record since it last entered the public view: it is new, or back after a deletion. Sent once in its latest state, even if it changed again before the event left.
          */
         post: operations["departmentCreatedEvent"];
         delete?: never;
@@ -739,7 +739,7 @@ export interface webhooks {
         put?: never;
         /**
          * A department was updated
-         * @description The record was in the public view at the endpoint's position and changed.
+         * @description This endpoint was sent the record since it last entered the public view (or the record was in the view when the endpoint's position was set), and it changed.
          */
         post: operations["departmentUpdatedEvent"];
         delete?: never;
@@ -779,7 +779,7 @@ export interface webhooks {
         put?: never;
         /**
          * A location was created
-         * @description The record entered the public view after the endpoint's position: it is new, or back after a deletion. Sent once in its latest state, even if it changed again before the event left.
+         * @description This endpoint has not been sent the record since it last entered the public view: it is new, or back after a deletion. Sent once in its latest state, even if it changed again before the event left.
          */
         post: operations["locationCreatedEvent"];
         delete?: never;
@@ -799,7 +799,7 @@ export interface webhooks {
         put?: never;
         /**
          * A location was updated
-         * @description The record was in the public view at the endpoint's position and changed.
+         * @description This endpoint was sent the record since it last entered the public view (or the record was in the view when the endpoint's position was set), and it changed.
          */
         post: operations["locationUpdatedEvent"];
         delete?: never;
