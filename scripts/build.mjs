@@ -91,6 +91,8 @@ export async function buildDist() {
   await build({
     entryPoints: {
       cli: join(ROOT, 'src/cli/main.ts'),
+      // `safety-api healthcheck` loads only this (bin/safety-api.js): it must answer within 2 s.
+      healthcheck: join(ROOT, 'src/cli/healthcheck.ts'),
       'import-writer': join(ROOT, 'src/cli/import-writer.ts'),
       'import-reader': join(ROOT, 'src/import/worker.ts'),
     },
