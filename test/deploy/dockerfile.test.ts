@@ -12,9 +12,10 @@ import {
   readFileSync,
   rmSync,
   statSync,
+  symlinkSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { basename, join, posix } from 'node:path';
+import { basename, dirname, join, posix } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import {
   type Copy,
@@ -188,6 +189,8 @@ const NOBODY = { uid: 65534, gid: 65534 };
 describe("the runtime stage's recipe, run on this machine", () => {
   let app: string;
   let data: string;
+  /** Where the RUN line's link to the executable goes (the image's /usr/local/bin). */
+  let commands: string;
   let env: Record<string, string>;
 
   before(async () => {
@@ -213,9 +216,16 @@ describe("the runtime stage's recipe, run on this machine", () => {
     chmodSync(app, 0o555);
     data = mkdtempSync(join(tmpdir(), 'safety-api-data-'));
     chownSync(data, NOBODY.uid, NOBODY.gid);
+    commands = mkdtempSync(join(tmpdir(), 'safety-api-bin-'));
+    chmodSync(commands, 0o755);
+    const [, target, link] =
+      /ln -s (\S+) (\S+)/.exec(only(runtimeStage, 'RUN').getArgumentsContent() ?? '') ?? [];
+    const appDir = only(runtimeStage, 'WORKDIR').getArgumentsContent() ?? '';
+    symlinkSync(join(app, posix.relative(appDir, target ?? '')), join(commands, basename(link ?? '')));
     const image = properties(runtimeStage, 'ENV');
     env = {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      // The executable's `#!/usr/bin/env node` finds this Node.js, as the image's finds its own.
+      PATH: `${commands}:${dirname(process.execPath)}:/usr/bin:/bin`,
       // Anything written to the home or temporary folder would fail too.
       HOME: app,
       TMPDIR: app,
@@ -229,11 +239,13 @@ describe("the runtime stage's recipe, run on this machine", () => {
   after(() => {
     rmSync(app, { recursive: true, force: true });
     rmSync(data, { recursive: true, force: true });
+    rmSync(commands, { recursive: true, force: true });
   });
 
-  /** `safety-api ARGS` as the image runs it (its RUN links the command to bin/safety-api.js). */
+  /** `safety-api ARGS` as the image runs it: by the name its ENTRYPOINT and HEALTHCHECK give. */
   function safetyApi(args: string[]): ChildProcessWithoutNullStreams {
-    return spawn(process.execPath, [join(app, 'bin/safety-api.js'), ...args], { cwd: app, env, ...NOBODY });
+    const [command] = json(only(runtimeStage, 'ENTRYPOINT'));
+    return spawn(command as string, args, { cwd: app, env, ...NOBODY });
   }
 
   async function finished(child: ChildProcessWithoutNullStreams): Promise<CliResult> {
@@ -274,8 +286,9 @@ describe("the runtime stage's recipe, run on this machine", () => {
         await res.arrayBuffer();
       }
       const content = only(runtimeStage, 'HEALTHCHECK').getArgumentsContent() ?? '';
-      const [, ...probe] = JSON.parse(content.slice(content.indexOf('['))) as string[];
-      assert.deepEqual(await finished(safetyApi(probe)), { code: 0, stdout: '', stderr: '' });
+      const [probe, ...args] = JSON.parse(content.slice(content.indexOf('['))) as string[];
+      assert.equal(probe, json(only(runtimeStage, 'ENTRYPOINT'))[0]);
+      assert.deepEqual(await finished(safetyApi(args)), { code: 0, stdout: '', stderr: '' });
       const version = await finished(safetyApi(['--version']));
       assert.deepEqual(version, { code: 0, stdout: `${manifest.version}\n`, stderr: '' });
 
