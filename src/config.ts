@@ -336,6 +336,32 @@ function parseOauthCookieKeys(raw: string | undefined, problems: string[]): stri
   return keys;
 }
 
+/**
+ * Every environment variable `loadConfig` reads: what a deployment may set. The deployment files
+ * (compose.yaml, deploy/kubernetes) are checked against it (test/deploy), and it against this loader.
+ */
+export const CONFIG_VARIABLES = [
+  'PORT',
+  'HOST',
+  'BASE_URL',
+  'DATABASE_URL',
+  'MIGRATION_DATABASE_URL',
+  'REDIS_URL',
+  'LOG_LEVEL',
+  'OAUTH_JWKS',
+  'OAUTH_COOKIE_KEYS',
+  'TRUST_PROXY',
+  'METRICS_PORT',
+  'METRICS_HOST',
+  'CHANGES_RETENTION_DAYS',
+  'WEBHOOKS_ALLOW_PRIVATE',
+  'WEBHOOK_TIMEOUT_MS',
+  'WEBHOOK_DISABLE_AFTER_HOURS',
+  'WEBHOOK_LEASE_SECONDS',
+  'WEBHOOK_SECRETS_KEY',
+  'CACHE_MAX_MB',
+] as const;
+
 /** Reads and validates the environment; throws one ConfigError listing every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const problems: string[] = [];

@@ -8,6 +8,7 @@ import { PROJECT_ROOT } from '../paths.ts';
 import { accountsCommands } from './accounts.ts';
 import { cacheCommands } from './cache.ts';
 import { type Command, type CommandGroup, commandHelp, groupHelp, type Io } from './command.ts';
+import { healthcheckCommand } from './healthcheck.ts';
 import { importCommand } from './import.ts';
 import { keysCommands } from './keys.ts';
 import { oauthClientsCommands } from './oauth-clients.ts';
@@ -58,6 +59,7 @@ const COMMANDS: (Command | CommandGroup)[] = [
   migrate,
   importCommand,
   demo,
+  healthcheckCommand,
   accountsCommands,
   keysCommands,
   usersCommands,

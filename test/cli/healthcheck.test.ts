@@ -1,0 +1,210 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect, createServer, type Socket } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import SqliteDatabase from 'better-sqlite3';
+import { main } from '../../src/cli/main.ts';
+import { timed } from '../faults/harness.ts';
+import {
+  createTestDatabase,
+  runCli,
+  type ServerProcess,
+  STORES,
+  startServer,
+  type TestDatabase,
+} from '../helpers.ts';
+
+/** The issue's bound for an answer, and what a loaded machine may add to starting a process. */
+const ANSWER_MS = 2000;
+const MARGIN_MS = 1000;
+
+/** `safety-api healthcheck` (the real executable) against `port`, timed. */
+async function healthcheck(port: number, args: string[] = [], env: Record<string, string> = {}) {
+  const { result, ms } = await timed(() =>
+    runCli(['healthcheck', ...args], { PORT: String(port), HOST: '127.0.0.1', ...env }),
+  );
+  return { ...result, ms };
+}
+
+/** Exit 1, one line on standard error matching `line`, nothing on standard output, in time. */
+function assertFails(result: Awaited<ReturnType<typeof healthcheck>>, line: RegExp): void {
+  assert.equal(result.code, 1, result.stderr);
+  assert.equal(result.stdout, '');
+  assert.match(result.stderr, line);
+  assert.equal(result.stderr.split('\n').length, 2, `one line: ${JSON.stringify(result.stderr)}`);
+  assert.ok(result.ms < ANSWER_MS + MARGIN_MS, `answered in ${Math.round(result.ms)} ms`);
+}
+
+function assertPasses(result: Awaited<ReturnType<typeof healthcheck>>): void {
+  assert.deepEqual(
+    { code: result.code, stdout: result.stdout, stderr: result.stderr },
+    {
+      code: 0,
+      stdout: '',
+      stderr: '',
+    },
+  );
+}
+
+/**
+ * A TCP relay to PostgreSQL that can freeze: connections stay open and nothing passes either way,
+ * as with a database host that stopped answering (new connections are accepted, then hang too).
+ */
+async function freezableRelay(targetUrl: string): Promise<{ url: string; freeze(): void; close(): void }> {
+  const target = new URL(targetUrl);
+  const sockets = new Set<Socket>();
+  let frozen = false;
+  const relay = createServer({ allowHalfOpen: true }, (client) => {
+    const upstream = connect({
+      port: Number(target.port || 5432),
+      host: target.hostname,
+      allowHalfOpen: true,
+    });
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => {});
+      socket.on('close', () => sockets.delete(socket));
+    }
+    client.on('data', (chunk) => frozen || upstream.write(chunk));
+    upstream.on('data', (chunk) => frozen || client.write(chunk));
+    client.on('end', () => frozen || upstream.end());
+    upstream.on('end', () => frozen || client.end());
+  });
+  relay.listen(0, '127.0.0.1');
+  await once(relay, 'listening');
+  const address = relay.address();
+  const url = new URL(targetUrl);
+  url.host = `127.0.0.1:${typeof address === 'object' && address !== null ? address.port : 0}`;
+  return {
+    url: url.toString(),
+    freeze: () => {
+      frozen = true;
+    },
+    close: () => {
+      for (const socket of sockets) socket.destroy();
+      relay.close();
+    },
+  };
+}
+
+describe('safety-api healthcheck --help', () => {
+  test('has a description, its usage and an example; the overview lists it', async () => {
+    const lines: string[] = [];
+    const io = { out: (line: string) => lines.push(line), readStdin: async () => '' };
+    assert.equal(await main(['healthcheck', '--help'], io), 0);
+    const help = lines.join('\n');
+    assert.match(help, /\nusage:\n {2}safety-api healthcheck \[--live\]\n/);
+    assert.match(help, /\nexample:\n {2}safety-api healthcheck --live/);
+    lines.length = 0;
+    assert.equal(await main(['--help'], io), 0);
+    assert.match(lines.join('\n'), /\n {2}healthcheck +Ask the local server's \/readyz/);
+  });
+
+  test('the real executable shows the same help, and refuses an unknown option with exit 1', async () => {
+    const help = await runCli(['healthcheck', '--help'], {});
+    assert.equal(help.code, 0, help.stderr);
+    assert.match(help.stdout, /safety-api healthcheck \[--live\]/);
+    // Docker reserves exit code 2: a health check exits 0 or 1, whatever went wrong.
+    const bad = await healthcheck(1, ['--bogus']);
+    assertFails(bad, /^safety-api: healthcheck: Unknown option '--bogus'/);
+    const badPort = await healthcheck(1, [], { PORT: 'eighty' });
+    assertFails(badPort, /^safety-api: healthcheck: invalid configuration: PORT must be an integer/);
+  });
+});
+
+for (const store of STORES) {
+  describe(`safety-api healthcheck against a real server (${store})`, () => {
+    let database: TestDatabase;
+    let server: ServerProcess;
+
+    before(async () => {
+      database = await createTestDatabase(store);
+      server = await startServer({ DATABASE_URL: database.url });
+    });
+    after(async () => {
+      await server.stop();
+      await database.drop();
+    });
+
+    test('ready: exit 0 and nothing printed, for /readyz and --live; HOST 0.0.0.0 is asked on loopback', async () => {
+      assertPasses(await healthcheck(server.port));
+      assertPasses(await healthcheck(server.port, ['--live']));
+      assertPasses(await healthcheck(server.port, [], { HOST: '0.0.0.0' }));
+    });
+
+    if (store === 'sqlite') {
+      test("another process's write lock leaves it ready: reads go on, so /readyz answers 200", async () => {
+        const other = new SqliteDatabase(database.url.slice('sqlite:'.length));
+        try {
+          other.exec('BEGIN IMMEDIATE');
+          assertPasses(await healthcheck(server.port));
+        } finally {
+          other.close();
+        }
+      });
+    }
+
+    test('a server that does not answer (frozen, its port open): exit 1 within ~2 s, one line', async () => {
+      server.signal('SIGSTOP');
+      try {
+        assertFails(
+          await healthcheck(server.port),
+          /^safety-api: \/readyz on 127\.0\.0\.1:\d+: no answer within 2 s\n$/,
+        );
+        assertFails(
+          await healthcheck(server.port, ['--live']),
+          /^safety-api: \/healthz on 127\.0\.0\.1:\d+: no answer within 2 s\n$/,
+        );
+      } finally {
+        server.signal('SIGCONT');
+      }
+      assertPasses(await healthcheck(server.port));
+    });
+
+    test('a stopped server: exit 1 at once, one line saying it is not reachable', async () => {
+      const port = server.port;
+      assert.equal(await server.stop(), 0);
+      const result = await healthcheck(port);
+      assertFails(result, /^safety-api: \/readyz on 127\.0\.0\.1:\d+: not reachable: connect ECONNREFUSED/);
+      assert.ok(result.ms < ANSWER_MS, `answered in ${Math.round(result.ms)} ms`);
+    });
+  });
+}
+
+if (STORES.includes('postgres')) {
+  describe('safety-api healthcheck with the database frozen or gone (postgres)', () => {
+    let database: TestDatabase;
+    let relay: Awaited<ReturnType<typeof freezableRelay>>;
+    let server: ServerProcess;
+
+    before(async () => {
+      database = await createTestDatabase('postgres');
+      relay = await freezableRelay(database.url);
+      server = await startServer({ DATABASE_URL: relay.url });
+    });
+    after(async () => {
+      await server.stop();
+      relay.close();
+      await database.drop();
+    });
+
+    test('database frozen: /readyz cannot answer ready, exit 1 within ~2 s; --live still exit 0', async () => {
+      assertPasses(await healthcheck(server.port));
+      relay.freeze();
+      const frozen = await healthcheck(server.port);
+      // The server answers 503 once its store deadline (2.5 s) is over; the probe gives up first.
+      assertFails(frozen, /^safety-api: \/readyz on 127\.0\.0\.1:\d+: (no answer within 2 s|answered 503)/);
+      assertPasses(await healthcheck(server.port, ['--live']));
+    });
+
+    test('database gone: /readyz answers 503, exit 1 with the answer in its line', async () => {
+      relay.close();
+      const gone = await healthcheck(server.port);
+      assertFails(
+        gone,
+        /^safety-api: \/readyz on 127\.0\.0\.1:\d+ answered 503: \{"status":"unavailable","database":"down","redis":"not configured"\}\n$/,
+      );
+      assertPasses(await healthcheck(server.port, ['--live']));
+    });
+  });
+}
