@@ -16,6 +16,7 @@ for (const store of STORES) {
       progress: (line) => t.diagnostic(line),
     });
     t.diagnostic(JSON.stringify(counts));
+    for (const violation of violations) t.diagnostic(`broken: ${violation}`);
     assert.deepEqual(violations.slice(0, 20), [], `${violations.length} violations`);
     // It did what it says: faults, imports and key cycles happened, and readers were served.
     assert.ok((counts.faults ?? 0) >= (store === 'postgres' ? 7 : 3), `${counts.faults} faults`);
