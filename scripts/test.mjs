@@ -23,9 +23,20 @@ if (files.length === 0) {
 }
 // Tests run the real executable, which runs the bundle: build it from the sources under test.
 await buildDist();
+// TEST_REPORT_FILE (set by scripts/test-stress.mjs): a TAP report of the run, beside the usual one.
+const report = process.env.TEST_REPORT_FILE;
+const reporters =
+  report === undefined
+    ? []
+    : [
+        '--test-reporter=spec',
+        '--test-reporter-destination=stdout',
+        '--test-reporter=tap',
+        `--test-reporter-destination=${report}`,
+      ];
 const result = spawnSync(
   process.execPath,
-  ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=120000', ...files],
+  ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=120000', ...reporters, ...files],
   { stdio: 'inherit' },
 );
 process.exit(result.status ?? 1);
