@@ -53,6 +53,8 @@ interface Version {
 const LIST = '/api/v1/public/incidents';
 const RAW_KEY = /svc_[0-9a-f]{40}/;
 const SIGNING_SECRET = /whsec_[A-Za-z0-9+/=]{20,}/;
+/** The servers' WEBHOOK_TIMEOUT_MS. */
+const WEBHOOK_TIMEOUT_MS = 5000;
 /** How long after a fault ends its effects may still be seen (a reconnect, a probe, a lease). */
 const FAULT_TAIL_MS = 4000;
 
@@ -93,7 +95,7 @@ class Receiver {
         const outcome = this.answer(!this.seen.has(webhookId));
         this.seen.add(webhookId);
         if (outcome === 'late') {
-          setTimeout(() => res.end('late'), 1500).unref();
+          setTimeout(() => res.end('late'), WEBHOOK_TIMEOUT_MS + 1000).unref();
           return;
         }
         if (outcome >= 200 && outcome < 300) {
@@ -181,8 +183,11 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const serverEnv: Record<string, string> = {
       ...cliEnv,
       DATABASE_URL: relay?.url ?? database.url,
-      WEBHOOK_TIMEOUT_MS: '1000',
-      WEBHOOK_LEASE_SECONDS: '3',
+      // Long enough that a receiver in a busy test process is not taken for a dead one (two
+      // timeouts in a row would hold its endpoint 5 minutes); a killed instance's endpoints are
+      // taken over once its leases run out.
+      WEBHOOK_TIMEOUT_MS: String(WEBHOOK_TIMEOUT_MS),
+      WEBHOOK_LEASE_SECONDS: String((2 * WEBHOOK_TIMEOUT_MS) / 1000),
       LOG_LEVEL: 'info',
     };
     const cli = (args: string[]) => runCli(args, cliEnv);
