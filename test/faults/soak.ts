@@ -688,8 +688,25 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     if (SIGNING_SECRET.test(text) || endpointSecrets.some((secret) => text.includes(secret)))
       violate('logs: a webhook signing secret');
     for (const line of text.split('\n')) {
-      if (!line.includes('store unavailable')) continue;
-      const entry = JSON.parse(line) as { time: number; operation?: string };
+      let entry: {
+        time: number;
+        level: number;
+        msg?: string;
+        operation?: string;
+        err?: { type?: string; message?: string };
+      };
+      try {
+        entry = JSON.parse(line) as typeof entry;
+      } catch {
+        // Not a log line (a killed instance's last, cut short; an empty one).
+        continue;
+      }
+      // An error line is a failure the service did not expect: what it was, for the report.
+      if (entry.level >= 50)
+        violate(
+          `logs: ${entry.msg ?? ''}: ${entry.err?.type ?? ''} ${entry.err?.message ?? ''}`.slice(0, 400),
+        );
+      if (entry.msg?.startsWith('store unavailable') !== true) continue;
       count('store outages logged');
       if (entry.operation === undefined) violate(`logs: a store outage that names no operation: ${line}`);
       if (!inFault(entry.time, entry.time)) violate(`logs: a store outage outside any fault: ${line}`);
