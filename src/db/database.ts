@@ -77,6 +77,8 @@ const PG_CHECKOUT_BUDGET_MS = STORE_DEADLINE_MS + 500;
  * much after its budget; a statement that would begin after the budget is not sent at all.
  */
 const PG_MIN_QUERY_MS = 500;
+/** COMMIT, ROLLBACK (to a savepoint too) and RELEASE: what ends a transaction or a savepoint. */
+const ENDS_TRANSACTION = /^\s*(commit|rollback|release)\b/i;
 /** When each checked-out connection was asked for (see `PG_CHECKOUT_BUDGET_MS`). */
 const checkoutStarts = new WeakMap<object, number>();
 const PG_POOL_SIZE = 10;
@@ -299,8 +301,13 @@ class PreparingClient extends pg.Client {
     const [text, values, ...rest] = args;
     const deadline = this.queryDeadline;
     const operation = currentOperation();
-    const budget = deadline === null || typeof text !== 'string' ? undefined : requestBudget();
-    // A request whose budget is spent gets its 503 now, not after one more statement.
+    const budget =
+      deadline === null || typeof text !== 'string' || ENDS_TRANSACTION.test(text)
+        ? undefined
+        : requestBudget();
+    // A request whose budget is spent gets its 503 now, not after one more statement; but a
+    // transaction's end is always sent: a connection whose ROLLBACK was kept back would go back to
+    // the pool inside the transaction, and the next user's statements would run in it.
     if (deadline !== null && budget !== undefined && budget.leftMs <= 0) {
       const error = budgetSpent();
       deadline.monitor.report(error, operation);

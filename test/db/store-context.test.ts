@@ -121,6 +121,34 @@ describe("a request's one budget for the store (PostgreSQL)", { skip: !STORES.in
     });
   });
 
+  test('a budget spent inside a transaction still ends it: the connection goes back to the pool clean', async () => {
+    await withServerDatabase('postgres', async (handle) => {
+      const outcome = await asRequest(300, () =>
+        handle.db
+          .transaction()
+          .setIsolationLevel('repeatable read')
+          .setAccessMode('read only')
+          .execute(async (trx) => {
+            // Past the budget, within the least a statement is given (0.5 s): it completes.
+            await sql`select pg_sleep(0.4)`.execute(trx);
+            // The budget is spent: this is refused, and the transaction must be rolled back.
+            await sql`select 1`.execute(trx);
+          })
+          .then(
+            () => 'ok',
+            (error: unknown) => error,
+          ),
+      );
+      assert.ok(isStoreUnavailable(outcome), String(outcome));
+      // Every pooled connection in turn (the pool holds 10): none is still in that transaction.
+      const writes = await Promise.allSettled(Array.from({ length: 12 }, () => seedAccount(handle.db)));
+      assert.deepEqual(
+        writes.filter((write) => write.status === 'rejected').map((write) => String(write.reason)),
+        [],
+      );
+    });
+  });
+
   test('outside a request, and once a request has its answer, each statement has its own deadline', async () => {
     await withServerDatabase('postgres', async (handle) => {
       await sleepOneSecond(handle);
