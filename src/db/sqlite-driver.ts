@@ -23,8 +23,8 @@ import { StoreUnavailableError } from './store-health.ts';
 
 export interface BusyRetryOptions {
   /**
-   * How long one statement or BEGIN outside a request may keep meeting a busy lock before it
-   * fails; a request's share is what is left of its budget (`requestBudget`).
+   * How long one statement or BEGIN may keep meeting a busy lock before it fails; within a request,
+   * no longer than what is left of its budget (`requestBudget`).
    */
   deadlineMs: number;
   /** Hears of every failure past the deadline (the store monitor), with the operation that failed. */
@@ -126,7 +126,8 @@ class ServerSqliteDriver implements Driver {
   private async withBusyRetry<T>(attempt: () => T | Promise<T>): Promise<T> {
     const started = Date.now();
     const budget = requestBudget();
-    const deadline = started + (budget?.leftMs ?? this.options.deadlineMs);
+    // Never longer than the per-call deadline, and within a request no longer than what is left.
+    const deadline = started + Math.min(budget?.leftMs ?? Number.POSITIVE_INFINITY, this.options.deadlineMs);
     let backoff = FIRST_BACKOFF_MS;
     for (;;) {
       try {
