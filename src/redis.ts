@@ -1,7 +1,11 @@
-import { Redis, type RedisOptions } from 'ioredis';
-import { ConfigError, parseRedisUrl } from './config.ts';
+import { type Command, Redis, type RedisOptions } from 'ioredis';
+import { ConfigError, parseRedisUrl, type RedisTarget } from './config.ts';
 
-/** How long one Redis command may take before its caller falls back to in-memory counting. */
+/**
+ * How long Redis may take to answer one command before its caller falls back to in-memory
+ * counting (or, for the shared generation, to reading PostgreSQL): from the command's write to the
+ * socket until its reply could have been read (`RedisConnection`).
+ */
 export const REDIS_COMMAND_TIMEOUT_MS = 200;
 const REDIS_CONNECT_TIMEOUT_MS = 1000;
 
@@ -26,6 +30,63 @@ export class RedisSuspicion {
   /** A command failed or timed out: opens the period, unless one is already open. */
   failed(): void {
     if (!this.suspect) this.until = Date.now() + this.retryAfterMs;
+  }
+}
+
+/**
+ * An ioredis connection whose commands have a deadline judged on Redis's lateness, not on the
+ * event loop's. ioredis' own `commandTimeout` is a timer, and timers run at the start of a turn of
+ * the event loop, before the turn reads its sockets: when the loop was busy for longer than the
+ * timeout (a burst of requests after an outage, a restart's first compilations, an import), a reply
+ * that came back within a millisecond was still unread when the timer fired, so a healthy Redis
+ * looked slow and the request was counted per instance. Here the timer only asks for a verdict in
+ * `setImmediate`, which runs after that turn has read its sockets: a command is late only if its
+ * reply has still not come. The clock starts when ioredis writes the command, which for
+ * auto-pipelined commands is when their batch is written, not when they were queued for it.
+ */
+class RedisConnection extends Redis {
+  /** Commands under a deadline: one sent again after a reconnection keeps the one it had. */
+  private readonly timed: WeakSet<Command>;
+
+  constructor(target: RedisTarget, options: RedisOptions) {
+    if (target.kind === 'server') super(target.url, options);
+    else
+      super({
+        ...options,
+        sentinels: target.sentinels,
+        name: target.name,
+        username: target.username,
+        password: target.password,
+        db: target.db,
+        // A Sentinel that does not answer is skipped for the next one, not waited on.
+        sentinelCommandTimeout: REDIS_CONNECT_TIMEOUT_MS,
+        // Moves at the Sentinels' `+switch-master`, even while the old primary still answers.
+        failoverDetector: true,
+      });
+    this.timed = new WeakSet();
+  }
+
+  override sendCommand(...args: Parameters<Redis['sendCommand']>): unknown {
+    const [command] = args;
+    if (!this.timed.has(command)) {
+      this.timed.add(command);
+      this.setDeadline(command);
+    }
+    return super.sendCommand(...args);
+  }
+
+  private setDeadline(command: Command): void {
+    let settled = false;
+    const timer = setTimeout(() => {
+      setImmediate(() => {
+        if (!settled) command.reject(new Error(`Redis did not answer within ${REDIS_COMMAND_TIMEOUT_MS} ms`));
+      });
+    }, REDIS_COMMAND_TIMEOUT_MS);
+    const settle = () => {
+      settled = true;
+      clearTimeout(timer);
+    };
+    command.promise.then(settle, settle);
   }
 }
 
@@ -111,37 +172,24 @@ export class RedisAvailability {
  * name primary (`redis+sentinel://`), followed to the replica they promote when it fails. The
  * process opens one for the public rate limiter and the sign-in throttles (and one more for the
  * rate limiter with a shared generation, see `openServices`). Commands fail fast instead of
- * queueing while Redis is away, and time out when Redis is there but does not answer (frozen,
- * overloaded): every user of it has an in-memory insurance limiter that counts meanwhile, so no
- * request waits on Redis for long. `availability` hears of the connection's outages.
+ * queueing while Redis is away, and fail after `REDIS_COMMAND_TIMEOUT_MS` when Redis is there but
+ * does not answer (frozen, overloaded): every user of it has an in-memory insurance limiter that
+ * counts meanwhile, so no request waits on Redis for long. `availability` hears of the
+ * connection's outages.
  */
 export function openRedis(redisUrl: string, availability?: RedisAvailability): Redis {
   const problems: string[] = [];
   const target = parseRedisUrl(redisUrl, problems);
   if (target === null) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   // Auto-pipelining sends the counts of concurrent requests in one write: fewer syscalls under load.
+  // No `commandTimeout`: the connection keeps its own deadline (`RedisConnection`).
   const options: RedisOptions = {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     enableAutoPipelining: true,
-    commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
     connectTimeout: REDIS_CONNECT_TIMEOUT_MS,
   };
-  const redis =
-    target.kind === 'server'
-      ? new Redis(target.url, options)
-      : new Redis({
-          ...options,
-          sentinels: target.sentinels,
-          name: target.name,
-          username: target.username,
-          password: target.password,
-          db: target.db,
-          // A Sentinel that does not answer is skipped for the next one, not waited on.
-          sentinelCommandTimeout: REDIS_CONNECT_TIMEOUT_MS,
-          // Moves at the Sentinels' `+switch-master`, even while the old primary still answers.
-          failoverDetector: true,
-        });
+  const redis = new RedisConnection(target, options);
   redis.on('error', () => {
     // Reconnection is automatic and the insurance limiters cover the gap; errors are not fatal.
   });
