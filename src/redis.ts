@@ -1,4 +1,4 @@
-import { type Command, Redis, type RedisOptions } from 'ioredis';
+import { Command, Redis, type RedisOptions } from 'ioredis';
 import { ConfigError, parseRedisUrl, type RedisTarget } from './config.ts';
 
 /**
@@ -10,24 +10,25 @@ export const REDIS_COMMAND_TIMEOUT_MS = 200;
 const REDIS_CONNECT_TIMEOUT_MS = 1000;
 
 /**
- * After a Redis command fails or times out, every user of the process's Redis that can do without
- * it (the public rate limiter's count in memory, the key lookup's read of PostgreSQL) skips Redis
- * for `retryAfterMs` before trying it again: while Redis is frozen, one request a second waits for
- * the command timeout instead of every one, and no request waits for it twice (a 304's count and
- * its refund; a count, then a read of the shared generation on another connection). One per
- * process, shared by all of them (`openServices`).
+ * After a Redis command is late, the process's connections refuse every command for `retryAfterMs`
+ * instead of sending it (`RedisConnection`), and every user of Redis does without it meanwhile (the
+ * rate limiters count in memory, the key lookup reads PostgreSQL): while Redis is frozen, one
+ * request a second waits for the deadline instead of every one, and no request waits for it twice
+ * (a 304's count and its refund; a count, then a read of the shared generation on another
+ * connection; a sign-in's two throttles). One per process, shared by all its connections
+ * (`openServices`).
  */
 export class RedisSuspicion {
   private until = 0;
 
   constructor(private readonly retryAfterMs = 1000) {}
 
-  /** Whether a command failed within the last `retryAfterMs`: Redis is best not asked now. */
+  /** Whether a command was late within the last `retryAfterMs`: Redis is best not asked now. */
   get suspect(): boolean {
     return Date.now() < this.until;
   }
 
-  /** A command failed or timed out: opens the period, unless one is already open. */
+  /** A command was late: opens the period, unless one is already open. */
   failed(): void {
     if (!this.suspect) this.until = Date.now() + this.retryAfterMs;
   }
@@ -43,12 +44,20 @@ export class RedisSuspicion {
  * `setImmediate`, which runs after that turn has read its sockets: a command is late only if its
  * reply has still not come. The clock starts when ioredis writes the command, which for
  * auto-pipelined commands is when their batch is written, not when they were queued for it.
+ *
+ * A late command opens `suspicion`, and while it is open every command but the connection's own
+ * handshake is refused at once instead of sent. So a caller meets at most one deadline however many
+ * commands it sends, and the batch that ioredis' auto-pipelining holds back until the late one is
+ * settled (it sends one batch at a time) is refused rather than sent to wait a second deadline.
  */
 class RedisConnection extends Redis {
+  private readonly suspicion: RedisSuspicion;
   /** Commands under a deadline: one sent again after a reconnection keeps the one it had. */
   private readonly timed: WeakSet<Command>;
+  /** Batches of commands, and whether each is refused (`refuses`). */
+  private readonly batches: WeakMap<object, boolean>;
 
-  constructor(target: RedisTarget, options: RedisOptions) {
+  constructor(target: RedisTarget, options: RedisOptions, suspicion: RedisSuspicion) {
     if (target.kind === 'server') super(target.url, options);
     else
       super({
@@ -63,11 +72,17 @@ class RedisConnection extends Redis {
         // Moves at the Sentinels' `+switch-master`, even while the old primary still answers.
         failoverDetector: true,
       });
+    this.suspicion = suspicion;
     this.timed = new WeakSet();
+    this.batches = new WeakMap();
   }
 
   override sendCommand(...args: Parameters<Redis['sendCommand']>): unknown {
-    const [command] = args;
+    const [command, batch] = args;
+    if (this.refuses(command, batch)) {
+      command.reject(new Error('Redis is not asked for a moment: a command was late'));
+      return command.promise;
+    }
     if (!this.timed.has(command)) {
       this.timed.add(command);
       this.setDeadline(command);
@@ -75,11 +90,34 @@ class RedisConnection extends Redis {
     return super.sendCommand(...args);
   }
 
+  /**
+   * Whether `command` is refused rather than sent: while `suspicion` is open, unless it is part of
+   * the connection's own handshake. The commands of a batch (auto-pipelined, or a transaction) are
+   * handed over one by one and written together once the last one is: the batch is decided once,
+   * at its first command, since a batch written in part would leave ioredis waiting for replies to
+   * commands never sent, and every later reply given to the wrong command.
+   */
+  private refuses(command: Command, batch: Parameters<Redis['sendCommand']>[1]): boolean {
+    if (this.status !== 'ready') return false;
+    if (batch === undefined || !('isPipeline' in batch)) {
+      return this.suspicion.suspect && !Command.checkFlag('HANDSHAKE_COMMANDS', command.name);
+    }
+    let refused = this.batches.get(batch);
+    if (refused === undefined) {
+      refused = this.suspicion.suspect;
+      this.batches.set(batch, refused);
+    }
+    return refused;
+  }
+
   private setDeadline(command: Command): void {
     let settled = false;
     const timer = setTimeout(() => {
       setImmediate(() => {
-        if (!settled) command.reject(new Error(`Redis did not answer within ${REDIS_COMMAND_TIMEOUT_MS} ms`));
+        if (settled) return;
+        // Before the rejection: whatever its caller sends next is refused, not sent.
+        this.suspicion.failed();
+        command.reject(new Error(`Redis did not answer within ${REDIS_COMMAND_TIMEOUT_MS} ms`));
       });
     }, REDIS_COMMAND_TIMEOUT_MS);
     const settle = () => {
@@ -171,13 +209,17 @@ export class RedisAvailability {
  * A connection to REDIS_URL: one server (`redis://`, `rediss://`), or whichever server the Sentinels
  * name primary (`redis+sentinel://`), followed to the replica they promote when it fails. The
  * process opens one for the public rate limiter and the sign-in throttles (and one more for the
- * rate limiter with a shared generation, see `openServices`). Commands fail fast instead of
- * queueing while Redis is away, and fail after `REDIS_COMMAND_TIMEOUT_MS` when Redis is there but
- * does not answer (frozen, overloaded): every user of it has an in-memory insurance limiter that
- * counts meanwhile, so no request waits on Redis for long. `availability` hears of the
- * connection's outages.
+ * rate limiter with a shared generation, see `openServices`), all with the process's one
+ * `suspicion`. Commands fail fast instead of queueing while Redis is away, and fail after
+ * `REDIS_COMMAND_TIMEOUT_MS` when Redis is there but does not answer (frozen, overloaded): every
+ * user of it has an in-memory insurance limiter that counts meanwhile, so no request waits on Redis
+ * for long. `availability` hears of the connection's outages.
  */
-export function openRedis(redisUrl: string, availability?: RedisAvailability): Redis {
+export function openRedis(
+  redisUrl: string,
+  availability?: RedisAvailability,
+  suspicion = new RedisSuspicion(),
+): Redis {
   const problems: string[] = [];
   const target = parseRedisUrl(redisUrl, problems);
   if (target === null) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
@@ -189,7 +231,7 @@ export function openRedis(redisUrl: string, availability?: RedisAvailability): R
     enableAutoPipelining: true,
     connectTimeout: REDIS_CONNECT_TIMEOUT_MS,
   };
-  const redis = new RedisConnection(target, options);
+  const redis = new RedisConnection(target, options, suspicion);
   redis.on('error', () => {
     // Reconnection is automatic and the insurance limiters cover the gap; errors are not fatal.
   });

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { Socket } from 'node:net';
 import { after, afterEach, before, beforeEach, describe, mock, test } from 'node:test';
 import type { Redis } from 'ioredis';
 import { openRedis, REDIS_COMMAND_TIMEOUT_MS, RedisSuspicion, redisReady } from '../src/redis.ts';
@@ -29,6 +30,24 @@ describe('RedisSuspicion', () => {
   });
 });
 
+/** Resolves once this process has written to a socket connected to `port`, and the write returned. */
+function nextWriteTo(port: number): Promise<void> {
+  const write = Socket.prototype.write;
+  return new Promise((resolve) => {
+    const spy = mock.method(
+      Socket.prototype,
+      'write',
+      function (this: Socket, ...args: Parameters<Socket['write']>) {
+        if (this.remotePort === port) {
+          spy.mock.restore();
+          setImmediate(resolve);
+        }
+        return write.apply(this, args);
+      },
+    );
+  });
+}
+
 /** Runs `command` and says when it settled (`performance.now()`) and how. */
 async function settled<T>(command: Promise<T>): Promise<{ at: number; value?: T; error?: Error }> {
   try {
@@ -41,7 +60,8 @@ async function settled<T>(command: Promise<T>): Promise<{ at: number; value?: T;
 
 describe('command deadline (a Redis of the test own)', () => {
   let own: OwnRedis;
-  let connection: Redis;
+  let suspicion: RedisSuspicion;
+  let connections: Redis[] = [];
 
   before(async () => {
     own = await startRedis();
@@ -50,32 +70,92 @@ describe('command deadline (a Redis of the test own)', () => {
     await own?.stop();
   });
   beforeEach(async () => {
-    connection = openRedis(own.url);
-    assert.ok(await redisReady(connection), 'own Redis answers');
-    await connection.set('deadline-test', 'value');
+    suspicion = new RedisSuspicion();
+    // Two connections sharing one suspicion, as a server process has (`openServices`).
+    connections = [openRedis(own.url, undefined, suspicion), openRedis(own.url, undefined, suspicion)];
+    for (const connection of connections) assert.ok(await redisReady(connection), 'own Redis answers');
+    await connections[0]?.set('deadline-test', 'value');
   });
-  afterEach(() => connection.disconnect());
+  afterEach(() => {
+    own.process.kill('SIGCONT');
+    for (const connection of connections) connection.disconnect();
+  });
 
   test('a reply that came while the event loop was busy for two deadlines is read, not taken for lateness', async () => {
+    const [connection] = connections as [Redis];
     const blocked = blockAfterNextWriteTo(own.port, 2 * REDIS_COMMAND_TIMEOUT_MS);
     const reply = await settled(connection.get('deadline-test'));
     assert.ok((await blocked) >= 2 * REDIS_COMMAND_TIMEOUT_MS, 'the loop was held past the deadline');
     assert.equal(reply.error, undefined, 'the command did not fail');
     assert.equal(reply.value, 'value');
+    assert.equal(suspicion.suspect, false, 'Redis is not taken for late');
   });
 
-  test('Redis frozen: the command fails after about the deadline', async () => {
+  test('Redis frozen: the command fails after about the deadline; then both connections refuse at once', async () => {
+    const [first, second] = connections as [Redis, Redis];
     own.process.kill('SIGSTOP');
-    try {
-      const sent = performance.now();
-      const late = await settled(connection.get('deadline-test'));
-      const waited = late.at - sent;
-      assert.ok(late.error !== undefined, 'the command failed');
-      // (Timers count from the loop's clock, a little behind `performance.now()`.)
-      assert.ok(waited > REDIS_COMMAND_TIMEOUT_MS / 2, `failed after ${Math.round(waited)} ms`);
-      assert.ok(waited < 2 * REDIS_COMMAND_TIMEOUT_MS, `failed after ${Math.round(waited)} ms`);
-    } finally {
-      own.process.kill('SIGCONT');
+    const sent = performance.now();
+    const late = await settled(first.get('deadline-test'));
+    const waited = late.at - sent;
+    assert.ok(late.error !== undefined, 'the command failed');
+    // (Timers count from the loop's clock, a little behind `performance.now()`.)
+    assert.ok(waited > REDIS_COMMAND_TIMEOUT_MS / 2, `failed after ${Math.round(waited)} ms`);
+    assert.ok(waited < 2 * REDIS_COMMAND_TIMEOUT_MS, `failed after ${Math.round(waited)} ms`);
+
+    // Whatever a caller sends next, on either connection, costs it no second deadline: a command
+    // sent to the frozen Redis would fail a whole deadline later.
+    for (const connection of [first, second]) {
+      const started = performance.now();
+      const refused = await settled(connection.get('deadline-test'));
+      assert.ok(refused.error !== undefined, 'refused');
+      assert.ok(
+        refused.at - started < REDIS_COMMAND_TIMEOUT_MS / 2,
+        `refused after ${Math.round(refused.at - started)} ms`,
+      );
     }
+  });
+
+  test('a batch is refused whole or sent whole, even if the period ends while it is handed over', async () => {
+    // A period that ends between the first and the second command of a batch.
+    class EndingMidBatch extends RedisSuspicion {
+      private asked = 0;
+      override get suspect(): boolean {
+        this.asked += 1;
+        return this.asked === 1;
+      }
+    }
+    const connection = openRedis(own.url, undefined, new EndingMidBatch());
+    try {
+      assert.ok(await redisReady(connection), 'own Redis answers');
+      // Issued in one turn: ioredis auto-pipelines them into one batch.
+      const batch = await Promise.all([1, 2, 3].map(() => settled(connection.get('deadline-test'))));
+      assert.deepEqual(
+        batch.map((reply) => reply.error === undefined),
+        [false, false, false],
+        'refused whole',
+      );
+      // Had part of the batch been taken as sent, this reply would go to one of its commands.
+      assert.equal((await settled(connection.get('deadline-test'))).value, 'value');
+    } finally {
+      connection.disconnect();
+    }
+  });
+
+  test('Redis frozen: a command auto-pipelining holds behind a late one fails with it, not a deadline later', async () => {
+    const [connection] = connections as [Redis];
+    own.process.kill('SIGSTOP');
+    // The first command is written; the second is issued while it waits, and ioredis sends one
+    // auto-pipelined batch at a time, so it waits for the first to be settled before it is sent.
+    const written = nextWriteTo(own.port);
+    const first = settled(connection.get('deadline-test'));
+    await written;
+    const second = settled(connection.get('deadline-test'));
+    const [a, b] = await Promise.all([first, second]);
+    assert.ok(a.error !== undefined && b.error !== undefined, 'both failed');
+    // Sent once the first is settled, it would fail a whole deadline after it.
+    assert.ok(
+      b.at - a.at < REDIS_COMMAND_TIMEOUT_MS / 2,
+      `the held command failed ${Math.round(b.at - a.at)} ms after the late one`,
+    );
   });
 });

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { mock } from 'node:test';
 
@@ -26,4 +27,17 @@ export function blockAfterNextWriteTo(port: number, ms: number): Promise<number>
       },
     );
   });
+}
+
+/**
+ * How long, in milliseconds, this process's main thread (the event loop's) has waited so far for a
+ * CPU that other processes held (Linux's `/proc/self/schedstat`; 0 where there is none). On a busy
+ * machine an answer can take that much longer than the process's own work and waits.
+ */
+export function cpuWaitMs(): number {
+  try {
+    return Number(readFileSync('/proc/self/schedstat', 'utf8').split(' ')[1]) / 1e6;
+  } catch {
+    return 0;
+  }
 }

@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Store } from '../../src/db/database.ts';
 import { REDIS_COMMAND_TIMEOUT_MS } from '../../src/redis.ts';
 import { bearer, STORES, seedAccount, seedKey } from '../helpers.ts';
-import { blockAfterNextWriteTo } from './busy-loop.ts';
+import { blockAfterNextWriteTo, cpuWaitMs } from './busy-loop.ts';
 import { createFaultContext, type FaultContext, type OwnRedis, sleep, startRedis, timed } from './harness.ts';
 
 // Redis is store-independent: one store is enough to prove the fallback.
@@ -13,6 +13,8 @@ const store = STORES[0] ?? 'sqlite';
 const MAX_MS = 500;
 /** The allowance of the keys `startRedisAndApp` makes. */
 const ALLOWANCE = 100_000;
+/** How many requests are sent at once while Redis is frozen. */
+const AT_ONCE = 20;
 
 /**
  * A Redis of the test's own, the application on store `on` counting in it, and a key of an account
@@ -147,6 +149,46 @@ describe(`public rate limiter with Redis frozen or killed (${store})`, () => {
       if (!backInRedis) await sleep(100);
     }
     assert.ok(backInRedis, 'counts go to Redis again after SIGCONT');
+  });
+
+  test(`frozen (SIGSTOP) for ~2.5 s, ${AT_ONCE} requests at a time: none waits for Redis twice`, async () => {
+    // One key each, so that a round sends Redis one count per request; every third conditional,
+    // answered 304: counted, then refunded.
+    const keys = await Promise.all(Array.from({ length: AT_ONCE }, () => seedKey(ctx.db, accountId)));
+    if (etag === '') etag = String((await get()).headers.etag);
+    // Per round, the slowest answer less the time the process waited for a CPU meanwhile: what
+    // Redis and the process's own work cost it, whatever else the machine runs.
+    const slowest: number[] = [];
+    redis.process.kill('SIGSTOP');
+    try {
+      const until = Date.now() + 2500;
+      while (Date.now() < until) {
+        const cpuWaitBefore = cpuWaitMs();
+        const round = await Promise.all(
+          keys.map(async (key, i) => {
+            const expected = i % 3 === 2 ? 304 : 200;
+            const headers: Record<string, string> = expected === 304 ? { 'if-none-match': etag } : {};
+            return { ...(await timed(() => departments(ctx, key.rawKey, headers))), expected };
+          }),
+        );
+        const cpuWait = cpuWaitMs() - cpuWaitBefore;
+        for (const { result, expected } of round) assert.equal(result.statusCode, expected);
+        slowest.push(Math.max(...round.map((answer) => answer.ms)) - cpuWait);
+      }
+    } finally {
+      redis.process.kill('SIGCONT');
+    }
+    // Two deadlines in a row take at least twice the deadline; one deadline and the work of
+    // AT_ONCE requests take well under it.
+    const worst = Math.max(...slowest);
+    assert.ok(
+      worst < 2 * REDIS_COMMAND_TIMEOUT_MS,
+      `slowest answer ${Math.round(worst)} ms (less the wait for a CPU): a request waited for Redis twice`,
+    );
+    assert.ok(
+      worst >= REDIS_COMMAND_TIMEOUT_MS,
+      `a request met the frozen Redis (slowest ${Math.round(worst)} ms)`,
+    );
   });
 
   test('killed (SIGKILL): every request 200 within ~0.5 s, counted in memory', async () => {
