@@ -224,10 +224,12 @@ export function openRedis(
   const target = parseRedisUrl(redisUrl, problems);
   if (target === null) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   // Auto-pipelining sends the counts of concurrent requests in one write: fewer syscalls under load.
-  // No `commandTimeout`: the connection keeps its own deadline (`RedisConnection`).
+  // No `commandTimeout`: the connection keeps its own deadline (`RedisConnection`). No retries: a
+  // command under way when its connection closes fails then, rather than at the next failed attempt
+  // to connect or at its deadline, and is not sent again to a new primary that may count it twice.
   const options: RedisOptions = {
     enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
+    maxRetriesPerRequest: 0,
     enableAutoPipelining: true,
     connectTimeout: REDIS_CONNECT_TIMEOUT_MS,
   };

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { Socket } from 'node:net';
 import { after, afterEach, before, beforeEach, describe, mock, test } from 'node:test';
 import type { Redis } from 'ioredis';
@@ -157,5 +158,32 @@ describe('command deadline (a Redis of the test own)', () => {
       b.at - a.at < REDIS_COMMAND_TIMEOUT_MS / 2,
       `the held command failed ${Math.round(b.at - a.at)} ms after the late one`,
     );
+  });
+});
+
+describe('a connection whose Redis dies', () => {
+  test('a command under way fails as the connection closes, not after the next attempt to connect', async () => {
+    const own = await startRedis();
+    const connection = openRedis(own.url);
+    try {
+      assert.ok(await redisReady(connection), 'own Redis answers');
+      const steps: string[] = [];
+      // Frozen, so that the command is surely under way when Redis dies.
+      own.process.kill('SIGSTOP');
+      const written = nextWriteTo(own.port);
+      const command = connection.get('deadline-test').then(
+        () => steps.push('answered'),
+        () => steps.push('failed'),
+      );
+      await written;
+      connection.on('connecting', () => steps.push('connecting again'));
+      const exited = once(own.process, 'exit');
+      own.process.kill('SIGKILL');
+      await Promise.all([command, exited]);
+      assert.deepEqual(steps.slice(0, 1), ['failed'], `in this order: ${steps.join(', ')}`);
+    } finally {
+      connection.disconnect();
+      await own.stop();
+    }
   });
 });
