@@ -52,10 +52,13 @@ export class RedisSuspicion {
  */
 class RedisConnection extends Redis {
   private readonly suspicion: RedisSuspicion;
-  /** Commands under a deadline: one sent again after a reconnection keeps the one it had. */
-  private readonly timed: WeakSet<Command>;
   /** Batches of commands, and whether each is refused (`refuses`). */
   private readonly batches: WeakMap<object, boolean>;
+  /**
+   * Commands written and not answered yet, in the order written, each under its deadline: one
+   * written again after a reconnection keeps the one it had.
+   */
+  private readonly unanswered: Set<Command>;
 
   constructor(target: RedisTarget, options: RedisOptions, suspicion: RedisSuspicion) {
     if (target.kind === 'server') super(target.url, options);
@@ -73,8 +76,8 @@ class RedisConnection extends Redis {
         failoverDetector: true,
       });
     this.suspicion = suspicion;
-    this.timed = new WeakSet();
     this.batches = new WeakMap();
+    this.unanswered = new Set();
   }
 
   override sendCommand(...args: Parameters<Redis['sendCommand']>): unknown {
@@ -83,10 +86,7 @@ class RedisConnection extends Redis {
       command.reject(new Error('Redis is not asked for a moment: a command was late'));
       return command.promise;
     }
-    if (!this.timed.has(command)) {
-      this.timed.add(command);
-      this.setDeadline(command);
-    }
+    if (!this.unanswered.has(command)) this.setDeadline(command);
     return super.sendCommand(...args);
   }
 
@@ -111,20 +111,28 @@ class RedisConnection extends Redis {
   }
 
   private setDeadline(command: Command): void {
-    let settled = false;
-    const timer = setTimeout(() => {
-      setImmediate(() => {
-        if (settled) return;
-        // Before the rejection: whatever its caller sends next is refused, not sent.
-        this.suspicion.failed();
-        command.reject(new Error(`Redis did not answer within ${REDIS_COMMAND_TIMEOUT_MS} ms`));
-      });
-    }, REDIS_COMMAND_TIMEOUT_MS);
-    const settle = () => {
-      settled = true;
+    this.unanswered.add(command);
+    const timer = setTimeout(() => setImmediate(() => this.judge(command)), REDIS_COMMAND_TIMEOUT_MS);
+    const answered = () => {
+      this.unanswered.delete(command);
       clearTimeout(timer);
     };
-    command.promise.then(settle, settle);
+    command.promise.then(answered, answered);
+  }
+
+  /**
+   * `command` is past its deadline, and the loop has read its sockets since: unanswered, it is
+   * late. So is every command written after it on this connection, since Redis answers in order.
+   * They fail with it rather than at deadlines of their own: otherwise the batch that ioredis holds
+   * back until they are settled would keep a request that came after the failure waiting for most
+   * of a second deadline.
+   */
+  private judge(command: Command): void {
+    if (!this.unanswered.has(command)) return;
+    // Before the rejections: whatever their callers send next is refused, not sent.
+    this.suspicion.failed();
+    const late = new Error(`Redis did not answer within ${REDIS_COMMAND_TIMEOUT_MS} ms`);
+    for (const waiting of [...this.unanswered]) waiting.reject(late);
   }
 }
 

@@ -142,6 +142,28 @@ describe('command deadline (a Redis of the test own)', () => {
     }
   });
 
+  test('Redis frozen: a command written after a late one fails with it, not at its own deadline', async () => {
+    const [connection] = connections as [Redis];
+    own.process.kill('SIGSTOP');
+    // A transaction is written at once; then, with the loop held for half a deadline, an
+    // auto-pipelined command is written too: its own deadline comes that much later.
+    const written = nextWriteTo(own.port);
+    const first = settled(connection.multi().get('deadline-test').exec());
+    await written;
+    const apart = REDIS_COMMAND_TIMEOUT_MS / 2;
+    const heldFrom = performance.now();
+    while (performance.now() - heldFrom < apart) {
+      // Busy.
+    }
+    const second = settled(connection.get('deadline-test'));
+    const [a, b] = await Promise.all([first, second]);
+    assert.ok(a.error !== undefined && b.error !== undefined, 'both failed');
+    assert.ok(
+      b.at - a.at < apart / 2,
+      `the later command failed ${Math.round(b.at - a.at)} ms after the first`,
+    );
+  });
+
   test('Redis frozen: a command auto-pipelining holds behind a late one fails with it, not a deadline later', async () => {
     const [connection] = connections as [Redis];
     own.process.kill('SIGSTOP');
