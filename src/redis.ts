@@ -8,6 +8,8 @@ import { ConfigError, parseRedisUrl, type RedisTarget } from './config.ts';
  */
 export const REDIS_COMMAND_TIMEOUT_MS = 200;
 const REDIS_CONNECT_TIMEOUT_MS = 1000;
+/** How soon a connection ioredis gave up on midway is connected again (`RedisConnection.connect`). */
+const RECONNECT_AFTER_ABANDON_MS = 100;
 
 /**
  * After a Redis command is late, the process's connections refuse every command for `retryAfterMs`
@@ -59,6 +61,8 @@ class RedisConnection extends Redis {
    * written again after a reconnection keeps the one it had.
    */
   private readonly unanswered: Set<Command>;
+  /** `disconnect()` was called: the connection is not to be connected again. */
+  private closing: boolean;
 
   constructor(target: RedisTarget, options: RedisOptions, suspicion: RedisSuspicion) {
     if (target.kind === 'server') super(target.url, options);
@@ -78,6 +82,7 @@ class RedisConnection extends Redis {
     this.suspicion = suspicion;
     this.batches = new WeakMap();
     this.unanswered = new Set();
+    this.closing = false;
   }
 
   override sendCommand(...args: Parameters<Redis['sendCommand']>): unknown {
@@ -134,6 +139,30 @@ class RedisConnection extends Redis {
     const late = new Error(`Redis did not answer within ${REDIS_COMMAND_TIMEOUT_MS} ms`);
     for (const waiting of [...this.unanswered]) waiting.reject(late);
   }
+
+  /**
+   * ioredis ends a connection for good (status `end`, nothing connects it again) when an attempt to
+   * connect is abandoned midway. With Sentinels that happens in a failover: the failover detector
+   * of the last connection made stays subscribed while the connection tries the dead primary again
+   * and again, and when the Sentinels announce the switch (`+switch-master`) it abandons whichever
+   * attempt is asking them for the primary at that moment. Such a connection is connected again
+   * here, unless `disconnect()` closed it.
+   */
+  override connect(...args: Parameters<Redis['connect']>): Promise<void> {
+    const attempt = super.connect(...args);
+    attempt.catch(() => {
+      if (this.status !== 'end' || this.closing) return;
+      setTimeout(() => {
+        if (this.status === 'end' && !this.closing) this.connect().catch(() => {});
+      }, RECONNECT_AFTER_ABANDON_MS).unref();
+    });
+    return attempt;
+  }
+
+  override disconnect(reconnect = false): void {
+    if (!reconnect) this.closing = true;
+    super.disconnect(reconnect);
+  }
 }
 
 export interface RedisLogger {
@@ -155,7 +184,8 @@ const RECOVERY_QUIET_MS = 1000;
  * once every connection it watches has been ready again for `RECOVERY_QUIET_MS`: not a line per
  * connection, error or attempt. Only a connection that was ready can be lost; Redis not answering
  * at start is the opener's to say. At `debug`, each connection's own steps are logged as well
- * (ready at an address, closed, an error), numbered in the order the connections were watched.
+ * (ready at an address, closed, ended, an error), numbered in the order the connections were
+ * watched.
  */
 export class RedisAvailability {
   private readonly connections: Redis[] = [];
@@ -191,6 +221,8 @@ export class RedisAvailability {
     redis.on('error', (error: Error) => {
       this.logger.debug({ connection, error: error.message }, 'Redis connection error');
     });
+    // Closed for good: by `disconnect()`, or by ioredis itself (`RedisConnection.connect`).
+    redis.on('end', () => this.logger.debug({ connection }, 'Redis connection ended'));
   }
 
   private allReady(): boolean {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { Socket } from 'node:net';
+import { createServer, type Server, Socket } from 'node:net';
 import { after, afterEach, before, beforeEach, describe, mock, test } from 'node:test';
 import type { Redis } from 'ioredis';
 import { openRedis, REDIS_COMMAND_TIMEOUT_MS, RedisSuspicion, redisReady } from '../src/redis.ts';
@@ -59,7 +59,7 @@ async function settled<T>(command: Promise<T>): Promise<{ at: number; value?: T;
   }
 }
 
-describe('command deadline (a Redis of the test own)', () => {
+describe("command deadline (a Redis of the test's own)", () => {
   let own: OwnRedis;
   let suspicion: RedisSuspicion;
   let connections: Redis[] = [];
@@ -205,6 +205,129 @@ describe('a connection whose Redis dies', () => {
       assert.deepEqual(steps.slice(0, 1), ['failed'], `in this order: ${steps.join(', ')}`);
     } finally {
       connection.disconnect();
+      await own.stop();
+    }
+  });
+});
+
+/** A RESP array of bulk strings. */
+const respArray = (items: string[]) =>
+  `*${items.length}\r\n${items.map((item) => `$${Buffer.byteLength(item)}\r\n${item}\r\n`).join('')}`;
+
+/** The commands in `buffer` (RESP arrays of bulk strings, as clients send), and what is left over. */
+function readCommands(buffer: Buffer): { commands: string[][]; rest: Buffer } {
+  const commands: string[][] = [];
+  let at = 0;
+  for (;;) {
+    const header = buffer.indexOf('\r\n', at);
+    if (buffer[at] !== 0x2a || header < 0) break;
+    const count = Number(buffer.subarray(at + 1, header).toString());
+    const args: string[] = [];
+    let next = header + 2;
+    for (let i = 0; i < count && next > 0; i += 1) {
+      const lengthEnd = buffer.indexOf('\r\n', next);
+      const length = Number(buffer.subarray(next + 1, lengthEnd).toString());
+      const start = lengthEnd + 2;
+      if (lengthEnd < 0 || buffer.length < start + length + 2) next = -1;
+      else {
+        args.push(buffer.subarray(start, start + length).toString());
+        next = start + length + 2;
+      }
+    }
+    if (next < 0 || args.length < count) break;
+    commands.push(args);
+    at = next;
+  }
+  return { commands, rest: buffer.subarray(at) };
+}
+
+/**
+ * A stand-in for a Sentinel that the test steers: it names `primaryPort` as the primary, and can
+ * hold its answer to the next such question, and announce `+switch-master` to its subscribers
+ * (what a failover detector listens to), which real Sentinels only do in a real failover.
+ */
+async function startFakeSentinel(primaryPort: number) {
+  const subscribers = new Set<Socket>();
+  let subscribed: () => void = () => {};
+  const firstSubscriber = new Promise<void>((resolve) => {
+    subscribed = resolve;
+  });
+  let holdNext: ((answer: () => void) => void) | null = null;
+  const server: Server = createServer((socket) => {
+    socket.on('error', () => {});
+    socket.on('close', () => subscribers.delete(socket));
+    let pending: Buffer = Buffer.alloc(0);
+    socket.on('data', (chunk) => {
+      const { commands, rest } = readCommands(Buffer.concat([pending, chunk]));
+      pending = rest;
+      for (const [name = '', ...args] of commands) {
+        const command = `${name} ${args[0] ?? ''}`.toLowerCase();
+        if (command.startsWith('subscribe')) {
+          subscribers.add(socket);
+          subscribed();
+          socket.write(
+            `*3\r\n$9\r\nsubscribe\r\n$${Buffer.byteLength(args[0] ?? '')}\r\n${args[0]}\r\n:1\r\n`,
+          );
+        } else if (command === 'sentinel get-master-addr-by-name') {
+          const answer = () => socket.write(respArray(['127.0.0.1', String(primaryPort)]));
+          const hold = holdNext;
+          holdNext = null;
+          if (hold === null) answer();
+          else hold(answer);
+        } else if (command === 'sentinel sentinels') socket.write('*0\r\n');
+        else socket.write('-ERR not a command this stand-in knows\r\n');
+      }
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const address = server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : 0;
+  return {
+    url: `redis+sentinel://127.0.0.1:${port}/safety-primary`,
+    /** Resolves once a client subscribed (a failover detector). */
+    firstSubscriber,
+    /** Resolves, with a function that sends the answer, when the next question about the primary comes. */
+    holdNextAnswer: () =>
+      new Promise<() => void>((resolve) => {
+        holdNext = resolve;
+      }),
+    /** Announces a failover to every subscriber; resolves once each has closed its connection. */
+    async announceSwitch(): Promise<void> {
+      const closed = [...subscribers].map((socket) => once(socket, 'close'));
+      for (const socket of subscribers) {
+        socket.write(respArray(['message', '+switch-master', 'safety-primary 127.0.0.1 1 127.0.0.1 2']));
+      }
+      await Promise.all(closed);
+    },
+    close(): Promise<void> {
+      for (const socket of subscribers) socket.destroy();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+describe("a connection through Sentinels (a stand-in Sentinel, a Redis of the test's own)", () => {
+  test('a +switch-master that comes while the connection asks for the primary does not end it for good', async () => {
+    const own = await startRedis();
+    const sentinel = await startFakeSentinel(own.port);
+    const connection = openRedis(sentinel.url);
+    try {
+      assert.ok(await redisReady(connection, 5000), 'connected through the Sentinel');
+      // The failover detector subscribes once the connection is made.
+      await sentinel.firstSubscriber;
+      const held = sentinel.holdNextAnswer();
+      // The primary goes away: the connection asks the Sentinel where the primary is now…
+      connection.stream.destroy();
+      const answer = await held;
+      // …and the Sentinels announce the switch while the answer is on its way.
+      await sentinel.announceSwitch();
+      answer();
+      assert.ok(await redisReady(connection, 5000), `connected again (status ${connection.status})`);
+      assert.equal(await connection.ping(), 'PONG');
+    } finally {
+      connection.disconnect();
+      await sentinel.close();
       await own.stop();
     }
   });
