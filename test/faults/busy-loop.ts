@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { Socket } from 'node:net';
+import { PerformanceObserver } from 'node:perf_hooks';
 import { mock } from 'node:test';
 
 /**
@@ -40,4 +41,31 @@ export function cpuWaitMs(): number {
   } catch {
     return 0;
   }
+}
+
+/**
+ * Watches this process's garbage collections, whose pauses hold the event loop up as well: how long
+ * they paused it between two `performance.now()` readings. `stop` waits for the last ones, which
+ * are reported after the turn of the loop they happened in.
+ */
+export function watchGarbageCollection() {
+  const pauses: { from: number; to: number }[] = [];
+  const record = (entries: PerformanceEntry[]) => {
+    for (const entry of entries) pauses.push({ from: entry.startTime, to: entry.startTime + entry.duration });
+  };
+  const observer = new PerformanceObserver((list) => record(list.getEntries()));
+  observer.observe({ entryTypes: ['gc'] });
+  return {
+    async stop(): Promise<void> {
+      await new Promise((resolve) => setImmediate(resolve));
+      record(observer.takeRecords());
+      observer.disconnect();
+    },
+    pausedMs(from: number, to: number): number {
+      return pauses.reduce(
+        (sum, pause) => sum + Math.max(0, Math.min(pause.to, to) - Math.max(pause.from, from)),
+        0,
+      );
+    },
+  };
 }
