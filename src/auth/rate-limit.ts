@@ -46,14 +46,12 @@ const UNBOUNDED_POINTS = Number.MAX_SAFE_INTEGER;
 
 /**
  * The per-instance count used while Redis fails or is slow. rate-limiter-flexible turns to its
- * insurance limiter silently; counting each use here makes the fallback visible in /metrics, and
- * `onUse` tells the owner that Redis just failed.
+ * insurance limiter silently; counting each use here makes the fallback visible in /metrics.
  */
 class CountedFallbackLimiter extends RateLimiterMemory {
   constructor(
     options: ConstructorParameters<typeof RateLimiterMemory>[0],
     private readonly uses: Counter,
-    private readonly onUse: () => void,
   ) {
     super(options);
   }
@@ -61,7 +59,6 @@ class CountedFallbackLimiter extends RateLimiterMemory {
   override consume(...args: Parameters<RateLimiterMemory['consume']>): Promise<RateLimiterRes> {
     // One count may carry several requests (`PublicRateLimiter.countTurn`), and refunds do not pass here.
     this.uses.inc(args[1] ?? 1);
-    this.onUse();
     return super.consume(...args);
   }
 }
@@ -144,7 +141,10 @@ export class PublicRateLimiter {
   private readonly shared: RateLimiterAbstract;
   /** The insurance count, used directly while Redis is suspect; `null` without Redis. */
   private readonly fallback: CountedFallbackLimiter | null;
-  /** The process's Redis failures (`RedisSuspicion`): while one is recent, counts skip Redis. */
+  /**
+   * The process's Redis failures (`RedisSuspicion`): while one is recent, its connections would
+   * refuse the commands anyway, and the insurance counts at once, without going through them.
+   */
   private readonly suspicion: RedisSuspicion;
   /** Window ends as first seen, per key (see `stableEnd`), within CACHE_MAX_MB's share. */
   private readonly windowEnds: Lru<string, number>;
@@ -170,7 +170,8 @@ export class PublicRateLimiter {
    * `generationKey`: the shared generation's Redis key (`SharedGeneration.key`), read with every
    * count; none where there is no shared generation (SQLite's commit watch needs no Redis).
    * `windowBytes`: the bound of the window ends kept (`cacheBudgets`). `suspicion`: the one the
-   * process's other users of Redis share. `keyPrefix` and `windowSeconds` are the tests' to change.
+   * process's Redis connections share (`openRedis`). `keyPrefix` and `windowSeconds` are the
+   * tests' to change.
    */
   constructor(
     redis: Redis | null,
@@ -201,8 +202,6 @@ export class PublicRateLimiter {
     const fallback = new CountedFallbackLimiter(
       { keyPrefix: `${keyPrefix}:insurance`, points: UNBOUNDED_POINTS, duration: windowSeconds },
       this.fallbackCounter,
-      // A direct use while the period is open does not reopen it: only a failure seen through Redis.
-      () => suspicion.failed(),
     );
     this.fallback = fallback;
     const options: IRateLimiterRedisOptions = {

@@ -76,12 +76,13 @@ export async function openServices(
 
   // One line when the process loses Redis and one when it is back, whichever connections saw it.
   const redisAvailability = new RedisAvailability(availabilityLog);
-  const redis = config.redisUrl === null ? null : openRedis(config.redisUrl, redisAvailability);
+  // A command late on one connection spares every user of either connection its deadline for a while.
+  const redisSuspicion = new RedisSuspicion();
+  const redis =
+    config.redisUrl === null ? null : openRedis(config.redisUrl, redisAvailability, redisSuspicion);
   if (redis !== null && !(await redisReady(redis))) {
     logger.warn('Redis is not answering: rate limits are counted per instance until it does');
   }
-  // A Redis failure seen by one user of Redis spares the others its timeout for a while.
-  const redisSuspicion = new RedisSuspicion();
   // SQLite's commit watch sees every commit by itself; PostgreSQL needs writers to say so.
   const sharedGeneration =
     redis !== null && database.store === 'postgres'
@@ -93,7 +94,7 @@ export async function openServices(
   const countingRedis =
     sharedGeneration === null || config.redisUrl === null
       ? redis
-      : openRedis(config.redisUrl, redisAvailability);
+      : openRedis(config.redisUrl, redisAvailability, redisSuspicion);
   if (countingRedis !== redis && countingRedis !== null) await redisReady(countingRedis);
   const rateLimiter = new PublicRateLimiter(countingRedis, {
     generationKey: sharedGeneration?.key ?? null,

@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Store } from '../../src/db/database.ts';
 import { REDIS_COMMAND_TIMEOUT_MS } from '../../src/redis.ts';
 import { bearer, STORES, seedAccount, seedKey } from '../helpers.ts';
+import { blockAfterNextWriteTo, cpuWaitMs, watchGarbageCollection } from './busy-loop.ts';
 import { createFaultContext, type FaultContext, type OwnRedis, sleep, startRedis, timed } from './harness.ts';
 
 // Redis is store-independent: one store is enough to prove the fallback.
@@ -10,17 +11,22 @@ const store = STORES[0] ?? 'sqlite';
 
 /** Generous bound for a request while Redis is frozen or gone: the command timeout is 200 ms. */
 const MAX_MS = 500;
+/** The allowance of the keys `startRedisAndApp` makes. */
+const ALLOWANCE = 100_000;
+/** How many requests are sent at once while Redis is frozen. */
+const AT_ONCE = 20;
 
 /**
- * A Redis of the test's own, the application on store `on` counting in it, and a key allowed 100,000
- * requests an hour. Redis is stopped again if the application does not start.
+ * A Redis of the test's own, the application on store `on` counting in it, and a key of an account
+ * allowed ALLOWANCE requests an hour per key. Redis is stopped again if the application does not
+ * start.
  */
 async function startRedisAndApp(on: Store) {
   const redis = await startRedis();
   try {
     const ctx = await createFaultContext(on, { REDIS_URL: redis.url });
-    const accountId = await seedAccount(ctx.db, { rate_limit_per_hour: 100_000 });
-    return { redis, ctx, key: await seedKey(ctx.db, accountId) };
+    const accountId = await seedAccount(ctx.db, { rate_limit_per_hour: ALLOWANCE });
+    return { redis, ctx, accountId, key: await seedKey(ctx.db, accountId) };
   } catch (error) {
     await redis.stop();
     throw error;
@@ -39,6 +45,7 @@ function departments(ctx: FaultContext, rawKey: string, headers: Record<string, 
 describe(`public rate limiter with Redis frozen or killed (${store})`, () => {
   let redis: OwnRedis;
   let ctx: FaultContext;
+  let accountId: string;
   let rawKey: string;
   let keyId: string;
 
@@ -46,6 +53,7 @@ describe(`public rate limiter with Redis frozen or killed (${store})`, () => {
     ({
       redis,
       ctx,
+      accountId,
       key: { rawKey, id: keyId },
     } = await startRedisAndApp(store));
   });
@@ -66,9 +74,10 @@ describe(`public rate limiter with Redis frozen or killed (${store})`, () => {
     return Number(line[1]);
   }
 
-  async function countInRedis(): Promise<number> {
+  /** The count of `id` (the describe's key unless said) in Redis. */
+  async function countInRedis(id = keyId): Promise<number> {
     const client = redis.inspect();
-    const keys = await client.keys(`*${keyId}*`);
+    const keys = await client.keys(`*${id}*`);
     const values = await Promise.all(keys.map((k) => client.get(k)));
     client.disconnect();
     return values.reduce((sum, v) => sum + Number(v ?? 0), 0);
@@ -93,6 +102,28 @@ describe(`public rate limiter with Redis frozen or killed (${store})`, () => {
     }
     return answered;
   }
+
+  test('Redis healthy, the event loop busy for two deadlines between the count and its reply: counted in Redis', async () => {
+    const key = await seedKey(ctx.db, accountId);
+    const getWith = () => departments(ctx, key.rawKey);
+    // A first request, so that on PostgreSQL the key row is remembered and the count is the only
+    // Redis command of the next one.
+    assert.equal((await getWith()).statusCode, 200);
+    const [fallbackBefore, countBefore] = [await fallbackCount(), await countInRedis(key.id)];
+    assert.equal(countBefore, 1);
+
+    const blocked = blockAfterNextWriteTo(redis.port, 2 * REDIS_COMMAND_TIMEOUT_MS);
+    const answer = await getWith();
+    assert.ok((await blocked) >= 2 * REDIS_COMMAND_TIMEOUT_MS, 'the loop was held past the deadline');
+    assert.equal(answer.statusCode, 200);
+    assert.equal(await countInRedis(key.id), countBefore + 1, 'counted in Redis');
+    assert.equal(
+      answer.headers['x-ratelimit-remaining'],
+      String(ALLOWANCE - countBefore - 1),
+      'what is left as Redis counts it',
+    );
+    assert.equal(await fallbackCount(), fallbackBefore, 'not counted in memory');
+  });
 
   test('frozen (SIGSTOP) for ~3 s: every request 200 within ~0.5 s, counted in memory; then Redis again', async () => {
     assert.equal((await get()).statusCode, 200);
@@ -184,3 +215,73 @@ if (STORES.includes('postgres')) {
     });
   });
 }
+
+/**
+ * Many requests at once: each has a key of its own, so that Redis is sent one count per request.
+ * Last in the file: its thousands of requests leave garbage whose collection, in the same process,
+ * would add to the answer times the tests above measure.
+ */
+describe(`public rate limiter with Redis frozen, ${AT_ONCE} requests at a time (${store})`, () => {
+  let redis: OwnRedis;
+  let ctx: FaultContext;
+  let accountId: string;
+  let rawKey: string;
+
+  before(async () => {
+    ({
+      redis,
+      ctx,
+      accountId,
+      key: { rawKey },
+    } = await startRedisAndApp(store));
+  });
+  after(async () => {
+    await ctx?.close();
+    await redis?.stop();
+  });
+
+  test('rounds of requests at once for ~2.5 s: none waits for Redis twice', async () => {
+    // One key each, so that a round sends Redis one count per request; every other conditional,
+    // answered 304: counted, then refunded.
+    const keys = await Promise.all(Array.from({ length: AT_ONCE }, () => seedKey(ctx.db, accountId)));
+    const etag = String((await departments(ctx, rawKey)).headers.etag);
+    const rounds: { from: number; to: number; slowest: number; cpuWait: number }[] = [];
+    const collections = watchGarbageCollection();
+    redis.process.kill('SIGSTOP');
+    try {
+      const until = Date.now() + 2500;
+      while (Date.now() < until) {
+        const [from, cpuWaitBefore] = [performance.now(), cpuWaitMs()];
+        const round = await Promise.all(
+          keys.map(async (key, i) => {
+            const expected = i % 2 === 1 ? 304 : 200;
+            const headers: Record<string, string> = expected === 304 ? { 'if-none-match': etag } : {};
+            return { ...(await timed(() => departments(ctx, key.rawKey, headers))), expected };
+          }),
+        );
+        const [to, cpuWait] = [performance.now(), cpuWaitMs() - cpuWaitBefore];
+        for (const { result, expected } of round) assert.equal(result.statusCode, expected);
+        rounds.push({ from, to, slowest: Math.max(...round.map((answer) => answer.ms)), cpuWait });
+      }
+    } finally {
+      redis.process.kill('SIGCONT');
+      await collections.stop();
+    }
+    // Per round, the slowest answer less the time the process waited for a CPU or paused to
+    // collect garbage meanwhile: what Redis and the requests' own work cost it, whatever else the
+    // machine runs. Two deadlines in a row take at least twice the deadline; one deadline and the
+    // work of AT_ONCE requests take well under it.
+    const worst = Math.max(
+      ...rounds.map((round) => round.slowest - round.cpuWait - collections.pausedMs(round.from, round.to)),
+    );
+    assert.ok(
+      worst < 2 * REDIS_COMMAND_TIMEOUT_MS,
+      `slowest answer ${Math.round(worst)} ms (less CPU waits and collections): a request waited for Redis twice`,
+    );
+    const slowest = Math.max(...rounds.map((round) => round.slowest));
+    assert.ok(
+      slowest >= REDIS_COMMAND_TIMEOUT_MS,
+      `a request met the frozen Redis (slowest ${Math.round(slowest)} ms)`,
+    );
+  });
+});
