@@ -1,13 +1,12 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { connect, createServer, type Server, type Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { openDatabase, type Store } from '../src/db/database.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
 import { heapGrowthFlag } from '../src/server.ts';
-import { freePort, sleep, startRedis } from './faults/harness.ts';
+import { freePort, sleep, startRedis, startRelay } from './faults/harness.ts';
 import {
-  ADMIN_PG_URL,
   bearer,
   createTestDatabase,
   REDIS_URL,
@@ -367,46 +366,6 @@ describe('HTTP timeouts', () => {
   });
 });
 
-/**
- * A TCP relay between the server and PostgreSQL that can be frozen: connections stay open and
- * nothing passes either way, as with a database host that stopped answering.
- */
-async function freezablePostgres(): Promise<{ port: number; freeze(): void; close(): Promise<void> }> {
-  const target = new URL(ADMIN_PG_URL);
-  const sockets = new Set<Socket>();
-  let frozen = false;
-  // Half-open allowed: a frozen host answers no FIN with its own, as Node would by default.
-  const relay: Server = createServer({ allowHalfOpen: true }, (client) => {
-    const upstream = connect({
-      port: Number(target.port || 5432),
-      host: target.hostname,
-      allowHalfOpen: true,
-    });
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('error', () => {});
-      socket.on('close', () => sockets.delete(socket));
-    }
-    client.on('data', (chunk) => frozen || upstream.write(chunk));
-    upstream.on('data', (chunk) => frozen || client.write(chunk));
-    client.on('end', () => frozen || upstream.end());
-    upstream.on('end', () => frozen || client.end());
-  });
-  relay.listen(0, '127.0.0.1');
-  await once(relay, 'listening');
-  const address = relay.address();
-  return {
-    port: typeof address === 'object' && address !== null ? address.port : 0,
-    freeze: () => {
-      frozen = true;
-    },
-    async close() {
-      for (const socket of sockets) socket.destroy();
-      relay.close();
-    },
-  };
-}
-
 if (STORES.includes('postgres')) {
   describe('shutdown with a frozen PostgreSQL', () => {
     let database: TestDatabase;
@@ -422,10 +381,8 @@ if (STORES.includes('postgres')) {
     after(() => database.drop());
 
     test('the process exits, bounded by the store deadline', async () => {
-      const relay = await freezablePostgres();
-      const url = new URL(database.url);
-      url.host = `127.0.0.1:${relay.port}`;
-      const server = await startServer({ DATABASE_URL: url.toString() });
+      const relay = await startRelay(database.url);
+      const server = await startServer({ DATABASE_URL: relay.url });
       try {
         // Several at once: the pool then holds several idle connections to the frozen server.
         const answers = await Promise.all(

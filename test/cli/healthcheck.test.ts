@@ -1,10 +1,8 @@
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
-import { connect, createServer, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import SqliteDatabase from 'better-sqlite3';
 import { main } from '../../src/cli/main.ts';
-import { timed } from '../faults/harness.ts';
+import { startRelay, timed } from '../faults/harness.ts';
 import {
   createTestDatabase,
   runCli,
@@ -44,47 +42,6 @@ function assertPasses(result: Awaited<ReturnType<typeof healthcheck>>): void {
       stderr: '',
     },
   );
-}
-
-/**
- * A TCP relay to PostgreSQL that can freeze: connections stay open and nothing passes either way,
- * as with a database host that stopped answering (new connections are accepted, then hang too).
- */
-async function freezableRelay(targetUrl: string): Promise<{ url: string; freeze(): void; close(): void }> {
-  const target = new URL(targetUrl);
-  const sockets = new Set<Socket>();
-  let frozen = false;
-  const relay = createServer({ allowHalfOpen: true }, (client) => {
-    const upstream = connect({
-      port: Number(target.port || 5432),
-      host: target.hostname,
-      allowHalfOpen: true,
-    });
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('error', () => {});
-      socket.on('close', () => sockets.delete(socket));
-    }
-    client.on('data', (chunk) => frozen || upstream.write(chunk));
-    upstream.on('data', (chunk) => frozen || client.write(chunk));
-    client.on('end', () => frozen || upstream.end());
-    upstream.on('end', () => frozen || client.end());
-  });
-  relay.listen(0, '127.0.0.1');
-  await once(relay, 'listening');
-  const address = relay.address();
-  const url = new URL(targetUrl);
-  url.host = `127.0.0.1:${typeof address === 'object' && address !== null ? address.port : 0}`;
-  return {
-    url: url.toString(),
-    freeze: () => {
-      frozen = true;
-    },
-    close: () => {
-      for (const socket of sockets) socket.destroy();
-      relay.close();
-    },
-  };
 }
 
 describe('safety-api healthcheck --help', () => {
@@ -174,17 +131,17 @@ for (const store of STORES) {
 if (STORES.includes('postgres')) {
   describe('safety-api healthcheck with the database frozen or gone (postgres)', () => {
     let database: TestDatabase;
-    let relay: Awaited<ReturnType<typeof freezableRelay>>;
+    let relay: Awaited<ReturnType<typeof startRelay>>;
     let server: ServerProcess;
 
     before(async () => {
       database = await createTestDatabase('postgres');
-      relay = await freezableRelay(database.url);
+      relay = await startRelay(database.url);
       server = await startServer({ DATABASE_URL: relay.url });
     });
     after(async () => {
       await server.stop();
-      relay.close();
+      await relay.close();
       await database.drop();
     });
 
@@ -198,7 +155,7 @@ if (STORES.includes('postgres')) {
     });
 
     test('database gone: /readyz answers 503, exit 1 with the answer in its line', async () => {
-      relay.close();
+      await relay.close();
       const gone = await healthcheck(server.port);
       assertFails(
         gone,

@@ -113,42 +113,52 @@ export async function startRedis({
 
 /**
  * A TCP relay to `targetUrl` (a redis:// or postgres:// URL; `url` is the same with the relay's
- * address) that the test can cut and heal: a network partition between one client and a server
- * that every other client still reaches. While cut, it drops its connections and every new one at
- * once. `slow(ms)` delays every chunk by `ms` in each direction (0: no delay), in order.
+ * address) through which a test puts a network fault between one client and a server that every
+ * other client still reaches:
+ * - `cut()` drops its connections, and every new one at once, until `heal()`;
+ * - `freeze()` lets nothing pass either way, for good, while connections stay open (half-open
+ *   too: a host that stopped answering sends no FIN of its own), new ones accepted and left to hang;
+ * - `slow(ms)` delays every chunk by `ms` in each direction (0: none), keeping their order.
  */
 export async function startRelay(targetUrl: string): Promise<{
   url: string;
   cut(): void;
   heal(): void;
+  freeze(): void;
   slow(ms: number): void;
   close(): Promise<void>;
 }> {
   const target = new URL(targetUrl);
   const sockets = new Set<Socket>();
   let open = true;
+  let frozen = false;
   let delayMs = 0;
   // Each direction keeps its order: a chunk leaves `delayMs` after it came, never before the one
   // that came before it.
   const forward = (from: Socket, to: Socket) => {
     let last = Promise.resolve();
     from.on('data', (chunk: Buffer) => {
+      if (frozen) return;
       const due = Date.now() + delayMs;
       last = last.then(async () => {
         const wait = due - Date.now();
         if (wait > 0) await sleep(wait);
-        to.write(chunk);
+        if (!frozen) to.write(chunk);
       });
     });
+    from.on('end', () => {
+      if (!frozen) void last.then(() => to.end());
+    });
   };
-  const server = createServer((client) => {
+  const server = createServer({ allowHalfOpen: true }, (client) => {
     if (!open) return void client.destroy();
-    const upstream = connect(Number(target.port), target.hostname);
+    const upstream = connect({ port: Number(target.port), host: target.hostname, allowHalfOpen: true });
     for (const socket of [client, upstream]) {
       sockets.add(socket);
       socket.on('error', () => {});
       socket.on('close', () => {
         sockets.delete(socket);
+        if (frozen) return;
         client.destroy();
         upstream.destroy();
       });
@@ -168,6 +178,9 @@ export async function startRelay(targetUrl: string): Promise<{
     },
     heal() {
       open = true;
+    },
+    freeze() {
+      frozen = true;
     },
     slow(ms: number) {
       delayMs = ms;
