@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, test } from 'node:test';
+import { afterEach, beforeEach, describe, mock, test } from 'node:test';
 import SqliteDatabase from 'better-sqlite3';
 import { type Kysely, sql } from 'kysely';
 import { type DatabaseHandle, openServerDatabase } from '../../src/db/database.ts';
@@ -50,6 +50,16 @@ describe('isStoreUnavailable', () => {
 });
 
 describe('StoreMonitor', () => {
+  // The monitor's rules are about time (a probe every interval, a quiet period after the last
+  // failure): they run on node:test's mocked setTimeout and Date, so a busy machine cannot stretch
+  // a wait past a threshold. `advance` moves the clock and lets the probe's promise settle.
+  beforeEach(() => mock.timers.enable({ apis: ['setTimeout', 'Date'], now: 0 }));
+  afterEach(() => mock.timers.reset());
+  const advance = async (ms: number) => {
+    mock.timers.tick(ms);
+    for (let i = 0; i < 5; i += 1) await Promise.resolve();
+  };
+
   test('one warn line when down however many failures, one info line when a probe succeeds', async () => {
     const lines: string[] = [];
     let healthy = false;
@@ -66,12 +76,11 @@ describe('StoreMonitor', () => {
       assert.equal(monitor.available, true, 'an ordinary error is not an outage');
       for (let i = 0; i < 100; i += 1) monitor.report(new StoreUnavailableError('down'));
       assert.equal(monitor.available, false);
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      for (let elapsed = 0; elapsed < 200; elapsed += 20) await advance(20);
+      assert.equal(monitor.available, false, 'the probes fail: still down');
       healthy = true;
-      for (let i = 0; i < 50 && !monitor.available; i += 1) {
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-      assert.equal(monitor.available, true);
+      await advance(20);
+      assert.equal(monitor.available, true, 'the first probe that succeeds past the quiet period');
       assert.equal(lines.length, 2, lines.join('\n'));
       assert.match(lines[0] ?? '', /^warn store unavailable/);
       assert.match(lines[1] ?? '', /^info store available again/);
@@ -89,15 +98,17 @@ describe('StoreMonitor', () => {
       20,
       100,
     );
-    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
     try {
       // 600 ms of failures every 40 ms: the probe succeeds about 30 times meanwhile.
       for (let i = 0; i < 15; i += 1) {
         monitor.report(new StoreUnavailableError('canceling statement due to statement timeout'));
-        await sleep(40);
+        await advance(40);
         assert.equal(monitor.available, false, `still down while requests fail (${i})`);
       }
-      for (let i = 0; i < 50 && !monitor.available; i += 1) await sleep(20);
+      // The last failure was at 560 ms; it is 600 ms now, and the quiet period is 100 ms.
+      await advance(40);
+      assert.equal(monitor.available, false, 'not before the quiet period has passed');
+      await advance(40);
       assert.equal(monitor.available, true, 'back once the failures stopped for the quiet period');
       assert.equal(lines.length, 2, lines.join('\n'));
       assert.match(lines[0] ?? '', /^warn store unavailable/);
