@@ -1,9 +1,11 @@
 // `npm test`: every test/**/*.test.ts file under node's test runner (through tsx). Node 20's
 // runner takes no glob, so the files are listed here. Extra arguments select files by substring.
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { buildDist } from './build.mjs';
+import { createTemplates } from './test-templates.mjs';
 
 function testFiles(dir) {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -34,9 +36,21 @@ const reporters =
         '--test-reporter=tap',
         `--test-reporter-destination=${report}`,
       ];
-const result = spawnSync(
-  process.execPath,
-  ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=120000', ...reporters, ...files],
-  { stdio: 'inherit' },
-);
-process.exit(result.status ?? 1);
+const stores = (process.env.TEST_STORES ?? 'sqlite,postgres').split(',');
+const templates = await createTemplates(stores);
+// Ctrl-C reaches the runner too (same process group); this process waits for it to stop, then
+// drops the templates.
+process.on('SIGINT', () => {});
+process.on('SIGTERM', () => {});
+let code = 1;
+try {
+  const runner = spawn(
+    process.execPath,
+    ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=120000', ...reporters, ...files],
+    { stdio: 'inherit', env: { ...process.env, ...templates.env } },
+  );
+  [code] = await once(runner, 'exit');
+} finally {
+  await templates.drop();
+}
+process.exit(code ?? 1);

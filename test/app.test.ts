@@ -3,8 +3,8 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { SIGN_IN_COOKIE } from '../src/admin/sessions.ts';
 import { OAUTH_PATH } from '../src/paths.ts';
-import { csrfTokenOf } from './routes/admin/admin-helpers.ts';
-import { createTestContext, STORES, type TestContext } from './helpers.ts';
+import { csrfTokenOf, seedUser } from './routes/admin/admin-helpers.ts';
+import { createTestContext, STORES, seedAccount, type TestContext } from './helpers.ts';
 
 /** The application of `createTestContext`, listening on a free loopback port. */
 async function listening(env: Record<string, string> = {}): Promise<{ ctx: TestContext; base: string }> {
@@ -68,21 +68,37 @@ async function failedSignIn(base: string, email: string, forwardedFor: string): 
   return res.status;
 }
 
+/**
+ * A listening application with 21 users whose passwords are hashed at a cheap cost, so each wrong
+ * attempt below costs milliseconds: the throttle counts attempts, not the password work. (An
+ * unknown email would be checked against a decoy at the production cost, seconds on a busy machine.)
+ */
+async function listeningWithUsers(env: Record<string, string> = {}) {
+  const listener = await listening(env);
+  const accountId = await seedAccount(listener.ctx.db);
+  const emails: string[] = [];
+  for (let i = 0; i < 21; i += 1) emails.push((await seedUser(listener.ctx.db, accountId)).email);
+  return { ...listener, emails };
+}
+
 /** 21 attempts, each for another email; `forwardedFor(i)` is the X-Forwarded-For of attempt i. */
-async function twentyOneAttempts(base: string, forwardedFor: (i: number) => string): Promise<number[]> {
+async function twentyOneAttempts(
+  { base, emails }: { base: string; emails: string[] },
+  forwardedFor: (i: number) => string,
+): Promise<number[]> {
   const statuses: number[] = [];
-  for (let i = 1; i <= 21; i += 1)
-    statuses.push(await failedSignIn(base, `guess-${i}@example.test`, forwardedFor(i)));
+  for (const [i, email] of emails.entries())
+    statuses.push(await failedSignIn(base, email, forwardedFor(i + 1)));
   return statuses;
 }
 
 describe('TRUST_PROXY and the sign-in throttle per client address', () => {
-  let untrusting: { ctx: TestContext; base: string };
-  let trusting: { ctx: TestContext; base: string };
+  let untrusting: { ctx: TestContext; base: string; emails: string[] };
+  let trusting: { ctx: TestContext; base: string; emails: string[] };
 
   before(async () => {
-    untrusting = await listening();
-    trusting = await listening({ TRUST_PROXY: '127.0.0.1' });
+    untrusting = await listeningWithUsers();
+    trusting = await listeningWithUsers({ TRUST_PROXY: '127.0.0.1' });
   });
   after(async () => {
     await untrusting.ctx.close();
@@ -90,14 +106,14 @@ describe('TRUST_PROXY and the sign-in throttle per client address', () => {
   });
 
   test('not set: a spoofed X-Forwarded-For does not change the address; the 21st attempt is refused', async () => {
-    const statuses = await twentyOneAttempts(untrusting.base, (i) => `198.51.100.${i}`);
+    const statuses = await twentyOneAttempts(untrusting, (i) => `198.51.100.${i}`);
     assert.deepEqual(statuses, [...Array(20).fill(401), 429]);
   });
 
   test('the peer listed: the forwarded client address is the one counted', async () => {
-    const spread = await twentyOneAttempts(trusting.base, (i) => `198.51.100.${i}`);
+    const spread = await twentyOneAttempts(trusting, (i) => `198.51.100.${i}`);
     assert.deepEqual(spread, Array(21).fill(401), 'each forwarded address has its own count');
-    const one = await twentyOneAttempts(trusting.base, () => '203.0.113.7, 192.0.2.9');
+    const one = await twentyOneAttempts(trusting, () => '203.0.113.7, 192.0.2.9');
     assert.deepEqual(one, [...Array(20).fill(401), 429], 'the rightmost untrusted address counts');
   });
 });

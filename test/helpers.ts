@@ -1,7 +1,7 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -33,18 +33,25 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-export async function createTestDatabase(store: Store): Promise<TestDatabase> {
+/**
+ * A database of its own. `migrated`: already at the latest schema, copied from the run's template
+ * when `npm test` made one (scripts/test-templates.mjs), else left for the caller to migrate.
+ */
+export async function createTestDatabase(store: Store, { migrated = false } = {}): Promise<TestDatabase> {
+  const template = migrated ? process.env[`TEST_TEMPLATE_${store.toUpperCase()}`] : undefined;
   if (store === 'sqlite') {
     const dir = mkdtempSync(join(tmpdir(), 'safety-api-test-'));
+    const path = join(dir, 'test.db');
+    if (template !== undefined) copyFileSync(template, path);
     return {
-      url: `sqlite:${join(dir, 'test.db')}`,
+      url: `sqlite:${path}`,
       drop: async () => rmSync(dir, { recursive: true, force: true }),
     };
   }
   const name = `safety_test_${process.pid}_${randomUUID().slice(0, 8)}`;
   const admin = new pg.Client({ connectionString: ADMIN_PG_URL });
   await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.query(`CREATE DATABASE ${name}${template === undefined ? '' : ` TEMPLATE ${template}`}`);
   await admin.end();
   const url = new URL(ADMIN_PG_URL);
   url.pathname = `/${name}`;
@@ -77,7 +84,7 @@ export async function createTestContext(
   env: Record<string, string> = {},
   { logStream }: { logStream?: DestinationStream } = {},
 ): Promise<TestContext> {
-  const database = await createTestDatabase(store);
+  const database = await createTestDatabase(store, { migrated: true });
   const config = loadConfig({ LOG_LEVEL: 'silent', ...env, DATABASE_URL: database.url });
   const services = await openServices(config, { warn: () => {}, error: () => {} });
   const app = await buildApp(config, services, { logStream });
