@@ -150,8 +150,11 @@ for (const store of STORES) {
         [['keys', 'explode'], /^safety-api: unknown keys action "explode"/],
         [['frobnicate'], /^safety-api: unknown command "frobnicate"/],
       ];
-      for (const [args, expected] of cases) {
-        const result = await runCli(args, env);
+      // The calls are independent: run at once, each checked on its own.
+      const results = await Promise.all(
+        cases.map(async ([args, expected]) => ({ args, expected, result: await runCli(args, env) })),
+      );
+      for (const { args, expected, result } of results) {
         assert.notEqual(result.code, 0, args.join(' '));
         assert.match(result.stderr, expected, args.join(' '));
         assert.equal(result.stderr.trim().split('\n').length, 1, args.join(' '));
@@ -243,8 +246,10 @@ for (const store of STORES) {
         ],
         [['keys', 'usage', 'no-such-key'], /^safety-api: no API key with id "no-such-key"\n$/],
       ];
-      for (const [args, expected] of cases) {
-        const result = await runCli(args, env);
+      const results = await Promise.all(
+        cases.map(async ([args, expected]) => ({ args, expected, result: await runCli(args, env) })),
+      );
+      for (const { args, expected, result } of results) {
         assert.notEqual(result.code, 0, args.join(' '));
         assert.match(result.stderr, expected, args.join(' '));
         assert.equal(result.stderr.trim().split('\n').length, 1, args.join(' '));
