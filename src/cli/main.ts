@@ -37,8 +37,13 @@ const migrate: Command = {
   example: 'DATABASE_URL=sqlite:./data/safety-api.db safety-api migrate',
   async run(_args, io) {
     const config = loadConfig();
-    const applied = await migrateThrough(config.databaseUrl, config.migrationDatabaseUrl);
+    const { applied, newer } = await migrateThrough(config.databaseUrl, config.migrationDatabaseUrl, {
+      onWait: () => io.out('Another process is applying migrations: waiting for it.'),
+    });
     io.out(applied.length === 0 ? 'Database is up to date.' : `Applied ${applied.join(', ')}.`);
+    if (newer.length > 0) {
+      io.out(`It also has additive migrations of a newer release (${newer.join(', ')}): this release runs on it.`);
+    }
   },
 };
 

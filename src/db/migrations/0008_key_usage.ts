@@ -1,5 +1,9 @@
 import type { Kysely } from 'kysely';
 
+// Drops `api_keys_account`: the index replacing it leads with `account_id` too, but a drop is
+// not additive (docs/deployment.md, "Upgrades").
+export const additive = false;
+
 /**
  * Key usage, key rolls, and finding keys among thousands (issue 24).
  *
