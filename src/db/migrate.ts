@@ -90,11 +90,16 @@ async function withMigrationLock<T>(
         onWait?.();
         await migrationStateRepository.lockPostgres(connection);
       }
+      let result: T;
       try {
-        return await work(connection);
-      } finally {
-        await migrationStateRepository.unlockPostgres(connection);
+        result = await work(connection);
+      } catch (error) {
+        // The migration's own error is the one to tell, whatever happens to the unlock.
+        await migrationStateRepository.unlockPostgres(connection).catch(() => {});
+        throw error;
       }
+      await migrationStateRepository.unlockPostgres(connection);
+      return result;
     }
 
     const busyTimeout = await migrationStateRepository.sqliteBusyTimeout(connection);
@@ -116,7 +121,8 @@ async function withMigrationLock<T>(
     try {
       result = await work(connection);
     } catch (error) {
-      await migrationStateRepository.rollbackSqlite(connection);
+      // SQLite may have rolled back already (some errors end the transaction themselves).
+      await migrationStateRepository.rollbackSqlite(connection).catch(() => {});
       throw error;
     }
     await migrationStateRepository.commitSqlite(connection);

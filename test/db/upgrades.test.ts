@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { openDatabase, type Store } from '../../src/db/database.ts';
-import { migrations } from '../../src/db/migrate.ts';
+import { migrateToLatest, migrations } from '../../src/db/migrate.ts';
 import {
   bearer,
   createTestDatabase,
@@ -324,6 +324,31 @@ for (const store of STORES) {
       });
     });
 
+    test('a migration that fails leaves nothing of the run behind, and names itself', async () => {
+      await withDatabase(store, async ({ url }) => {
+        const handle = openDatabase(url);
+        migrations['9000_fails'] = {
+          additive: true,
+          async up(db) {
+            await db.schema.createTable('half_done').addColumn('id', 'integer').execute();
+            throw new Error('something went wrong');
+          },
+        };
+        try {
+          await assert.rejects(
+            migrateToLatest(handle.db),
+            /^Error: migration 9000_fails failed: something went wrong$/,
+          );
+        } finally {
+          delete migrations['9000_fails'];
+          await handle.destroy();
+        }
+        assert.deepEqual(await executed(url), [], 'the migrations before it were undone with it');
+        const tables = await tablesOf(url);
+        assert.ok(!tables.includes('half_done') && !tables.includes('accounts'), tables.join(', '));
+      });
+    });
+
     test('two migrate commands at once: one applies, the other waits for it and finds nothing to do', async () => {
       await withDatabase(store, async ({ url }) => {
         const env = { DATABASE_URL: url, NEXT_RELEASE_GATE: 'stdin' };
@@ -356,6 +381,15 @@ async function accountOf(url: string): Promise<string> {
   try {
     const row = await handle.db.selectFrom('accounts').select('id').executeTakeFirstOrThrow();
     return row.id;
+  } finally {
+    await handle.destroy();
+  }
+}
+
+async function tablesOf(url: string): Promise<string[]> {
+  const handle = openDatabase(url);
+  try {
+    return (await handle.db.introspection.getTables()).map((table) => table.name);
   } finally {
     await handle.destroy();
   }
