@@ -19,6 +19,11 @@ export interface Config {
    */
   migrationDatabaseUrl: string;
   /**
+   * MIGRATE_ON_START (default true): `serve` applies pending migrations before it listens. False:
+   * it applies none, and a pending migration stops it with a line naming `safety-api migrate`.
+   */
+  migrateOnStart: boolean;
+  /**
    * `redis://` or `rediss://` (one server), or `redis+sentinel://` (a primary found through
    * Sentinels; `parseRedisUrl`). `null` keeps rate-limit counters in process memory.
    */
@@ -270,11 +275,17 @@ function parseNumber(
   return value;
 }
 
-function parseBoolean(name: string, raw: string | undefined, problems: string[]): boolean {
-  if (raw === undefined || raw === '' || raw === 'false' || raw === '0') return false;
+function parseBoolean(
+  name: string,
+  raw: string | undefined,
+  problems: string[],
+  fallback = false,
+): boolean {
+  if (raw === undefined || raw === '') return fallback;
+  if (raw === 'false' || raw === '0') return false;
   if (raw === 'true' || raw === '1') return true;
   problems.push(`${name} must be true or false (got "${raw}")`);
-  return false;
+  return fallback;
 }
 
 function parseSecretsKey(raw: string | undefined, problems: string[]): Buffer | null {
@@ -346,6 +357,7 @@ export const CONFIG_VARIABLES = [
   'BASE_URL',
   'DATABASE_URL',
   'MIGRATION_DATABASE_URL',
+  'MIGRATE_ON_START',
   'REDIS_URL',
   'LOG_LEVEL',
   'OAUTH_JWKS',
@@ -403,6 +415,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       );
     }
   }
+
+  const migrateOnStart = parseBoolean('MIGRATE_ON_START', env.MIGRATE_ON_START, problems, true);
 
   let redisUrl: string | null = null;
   if (env.REDIS_URL !== undefined && env.REDIS_URL !== '') {
@@ -462,6 +476,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     baseUrl,
     databaseUrl,
     migrationDatabaseUrl,
+    migrateOnStart,
     redisUrl,
     logLevel,
     oauthJwks,

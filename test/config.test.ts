@@ -61,6 +61,25 @@ describe('configuration', () => {
     assert.throws(() => loadConfig({ DATABASE_URL: 'sqlite:' }), /needs a file path/);
   });
 
+  test('MIGRATE_ON_START: true unless false or 0; anything else stops the server with one line', async () => {
+    assert.equal(loadConfig({}).migrateOnStart, true);
+    assert.equal(loadConfig({ MIGRATE_ON_START: '' }).migrateOnStart, true);
+    assert.equal(loadConfig({ MIGRATE_ON_START: 'true' }).migrateOnStart, true);
+    assert.equal(loadConfig({ MIGRATE_ON_START: '1' }).migrateOnStart, true);
+    assert.equal(loadConfig({ MIGRATE_ON_START: 'false' }).migrateOnStart, false);
+    assert.equal(loadConfig({ MIGRATE_ON_START: '0' }).migrateOnStart, false);
+    assert.throws(
+      () => loadConfig({ MIGRATE_ON_START: 'no' }),
+      /MIGRATE_ON_START must be true or false \(got "no"\)/,
+    );
+    const serve = await runCli(['serve'], { MIGRATE_ON_START: 'later', DATABASE_URL: 'sqlite::memory:' });
+    assert.equal(serve.code, 2);
+    assert.equal(
+      serve.stderr,
+      'safety-api: invalid configuration: MIGRATE_ON_START must be true or false (got "later")\n',
+    );
+  });
+
   test('MIGRATION_DATABASE_URL: PostgreSQL only, DATABASE_URL by default', () => {
     assert.equal(loadConfig({}).migrationDatabaseUrl, 'sqlite:./data/safety-api.db');
     const pooled = 'postgres://u@pgbouncer:6432/safety';

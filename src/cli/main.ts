@@ -22,7 +22,10 @@ const serve: Command = {
   name: 'serve',
   summary: 'Start the HTTP server (applies pending migrations first); configured by environment',
   usage: ['safety-api serve'],
-  notes: ['Environment: PORT, HOST, BASE_URL, DATABASE_URL, REDIS_URL, LOG_LEVEL, … (see the README).'],
+  notes: [
+    'Environment: PORT, HOST, BASE_URL, DATABASE_URL, REDIS_URL, LOG_LEVEL, … (see the README).',
+    'MIGRATE_ON_START=false: applies no migration, and stops if one is pending (run "safety-api migrate").',
+  ],
   example: 'DATABASE_URL=postgres://app@db.internal/safety PORT=8080 safety-api serve',
   async run() {
     const { serve: startServer } = await import('../server.ts');
@@ -34,11 +37,23 @@ const migrate: Command = {
   name: 'migrate',
   summary: 'Apply pending database migrations (serve also does this at start)',
   usage: ['safety-api migrate'],
+  notes: [
+    'Upgrades: run it with the new release before its instances; those of the previous release keep',
+    'serving when every new migration is additive (docs/deployment.md, "Upgrades"). Processes started',
+    'together migrate once: the others wait for it.',
+  ],
   example: 'DATABASE_URL=sqlite:./data/safety-api.db safety-api migrate',
   async run(_args, io) {
     const config = loadConfig();
-    const applied = await migrateThrough(config.databaseUrl, config.migrationDatabaseUrl);
+    const { applied, newer } = await migrateThrough(config.databaseUrl, config.migrationDatabaseUrl, {
+      onWait: () => io.out('Another process is applying migrations: waiting for it.'),
+    });
     io.out(applied.length === 0 ? 'Database is up to date.' : `Applied ${applied.join(', ')}.`);
+    if (newer.length > 0) {
+      io.out(
+        `It also has additive migrations of a newer release (${newer.join(', ')}): this release runs on it.`,
+      );
+    }
   },
 };
 

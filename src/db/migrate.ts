@@ -9,16 +9,29 @@ import * as webhooks from './migrations/0007_webhooks.ts';
 import * as keyUsage from './migrations/0008_key_usage.ts';
 import * as oauthClientLifecycle from './migrations/0009_oauth_client_lifecycle.ts';
 import * as webhookAcknowledged from './migrations/0010_webhook_acknowledged.ts';
-import { openDatabase } from './database.ts';
+import { openDatabase, storeBehind } from './database.ts';
 import { healthRepository } from './repositories/health.ts';
+import { migrationStateRepository } from './repositories/migration-state.ts';
 import type { Database } from './schema.ts';
 import { isStoreUnavailable } from './store-health.ts';
+
+/**
+ * A migration and what it promises the release before it. `additive`: the previous release's code
+ * still runs on the schema after it: it adds tables, nullable columns or columns with a default,
+ * indexes; fills in values the previous release never reads; drops only what the previous release
+ * no longer uses. Not additive: it drops or renames what the previous release reads or writes, or
+ * changes what stored values mean (docs/deployment.md, "Upgrades"). Recorded in the database with
+ * the migration, so that a server whose code predates it can tell.
+ */
+export interface ReleaseMigration extends Migration {
+  readonly additive: boolean;
+}
 
 /**
  * Every migration, in order. Listed here rather than read from disk so that the set is fixed at
  * build time and identical in SQLite and PostgreSQL. Add new ones at the end, never edit old ones.
  */
-export const migrations: Record<string, Migration> = {
+export const migrations: Record<string, ReleaseMigration> = {
   '0001_initial': initial,
   '0002_admin_sessions': adminSessions,
   '0003_oauth': oauth,
@@ -31,18 +44,203 @@ export const migrations: Record<string, Migration> = {
   '0010_webhook_acknowledged': webhookAcknowledged,
 };
 
-/** Applies pending migrations; throws with the failing migration's name and cause. */
-export async function migrateToLatest(db: Kysely<Database>): Promise<string[]> {
-  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
-  const { error, results } = await migrator.migrateToLatest();
-  const failed = results?.find((r) => r.status === 'Error');
-  if (error !== undefined) {
-    // A store that cannot be reached is not a migration's failure: its own error says so.
-    if (isStoreUnavailable(error)) throw error;
-    const cause = error instanceof Error ? error.message : String(error);
-    throw new Error(`migration ${failed?.migrationName ?? '(unknown)'} failed: ${cause}`, { cause: error });
+export interface MigrationReport {
+  /** The migrations this run applied, in order. */
+  applied: string[];
+  /**
+   * Migrations applied by a newer release, unknown to this code and all additive: it runs on their
+   * schema as it did before them.
+   */
+  newer: string[];
+}
+
+export interface MigrateOptions {
+  /** Told once when another process holds the migration lock and this one waits for it. */
+  onWait?: () => void;
+}
+
+/** How long SQLite's busy handler waits for the write lock per try, between which nothing runs. */
+const SQLITE_LOCK_TRY_MS = 5000;
+/** How long a process waits for another one's migrations on SQLite, as on PostgreSQL (Kysely's bound). */
+const SQLITE_LOCK_WAIT_MS = 60 * 60 * 1000;
+
+function isSqliteBusy(error: unknown): boolean {
+  const code = error instanceof Error ? (error as Error & { code?: unknown }).code : undefined;
+  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
+}
+
+/**
+ * Runs `work` on one connection holding the migration lock, so that processes starting at once
+ * migrate one after the other and each sees what the one before it applied.
+ *
+ * - PostgreSQL: Kysely's own advisory lock, taken on the connection the Migrator then runs on (a
+ *   session's advisory locks nest). Released by the session's end if the process dies.
+ * - SQLite: the write lock, as one transaction (BEGIN IMMEDIATE) around the check and every
+ *   migration: Kysely's Migrator takes no lock and no transaction on SQLite, so two processes
+ *   could otherwise both apply the same migration, and a failing one would leave half its changes.
+ */
+async function withMigrationLock<T>(
+  db: Kysely<Database>,
+  { onWait }: MigrateOptions,
+  work: (connection: Kysely<Database>) => Promise<T>,
+): Promise<T> {
+  return db.connection().execute(async (connection) => {
+    if (storeBehind(connection) === 'postgres') {
+      if (!(await migrationStateRepository.tryLockPostgres(connection))) {
+        onWait?.();
+        await migrationStateRepository.lockPostgres(connection);
+      }
+      let result: T;
+      try {
+        result = await work(connection);
+      } catch (error) {
+        // The migration's own error is the one to tell, whatever happens to the unlock.
+        await migrationStateRepository.unlockPostgres(connection).catch(() => {});
+        throw error;
+      }
+      await migrationStateRepository.unlockPostgres(connection);
+      return result;
+    }
+
+    const busyTimeout = await migrationStateRepository.sqliteBusyTimeout(connection);
+    const deadline = Date.now() + SQLITE_LOCK_WAIT_MS;
+    for (let waitMs = 0; ; waitMs = SQLITE_LOCK_TRY_MS) {
+      try {
+        await migrationStateRepository.beginSqliteLock(connection, waitMs);
+        break;
+      } catch (error) {
+        if (!isSqliteBusy(error) || Date.now() >= deadline) {
+          await migrationStateRepository.restoreSqliteBusyTimeout(connection, busyTimeout);
+          throw error;
+        }
+        if (waitMs === 0) onWait?.();
+      }
+    }
+    await migrationStateRepository.restoreSqliteBusyTimeout(connection, busyTimeout);
+    let result: T;
+    try {
+      result = await work(connection);
+    } catch (error) {
+      // SQLite may have rolled back already (some errors end the transaction themselves).
+      await migrationStateRepository.rollbackSqlite(connection).catch(() => {});
+      throw error;
+    }
+    await migrationStateRepository.commitSqlite(connection);
+    return result;
+  });
+}
+
+/**
+ * What this code may do with a database where `executed` ran and `markers` says which are
+ * additive: the migrations it would apply, and those of a newer release it runs beside. Throws,
+ * naming the migration, when the schema is newer than this code and not every newer migration is
+ * additive.
+ */
+function judge(executed: string[], markers: Map<string, boolean>): { pending: string[]; newer: string[] } {
+  const done = new Set(executed);
+  const pending = Object.keys(migrations)
+    .sort()
+    .filter((name) => !done.has(name));
+  const newer = executed.filter((name) => !Object.hasOwn(migrations, name)).sort();
+  if (newer.length === 0) return { pending, newer };
+  const blocking = newer.find((name) => markers.get(name) !== true);
+  if (blocking !== undefined) {
+    throw new Error(
+      `the database schema is newer than this release: migration ${blocking} is not marked additive, ` +
+        'so this release cannot run on it; run the release that applied it, or a newer one',
+    );
   }
-  return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+  if (pending.length > 0) {
+    throw new Error(
+      `the database has migrations of a newer release (${newer.join(', ')}) but not this release's ` +
+        `${pending[0]}: run a release that has them all`,
+    );
+  }
+  return { pending, newer };
+}
+
+/** `migrations`, each recording its marker in the transaction that applies it. */
+function recordingMarkers(): Record<string, Migration> {
+  return Object.fromEntries(
+    Object.entries(migrations).map(([name, migration]) => [
+      name,
+      {
+        async up(db: Kysely<unknown>) {
+          await migration.up(db);
+          await migrationStateRepository.recordMarker(db, name, migration.additive, new Date().toISOString());
+        },
+        down: migration.down,
+      },
+    ]),
+  );
+}
+
+/**
+ * Applies pending migrations under the migration lock; throws with the failing migration's name
+ * and cause, or (changing nothing) when the schema is newer than this code and not every newer
+ * migration is additive.
+ */
+export async function migrateToLatest(
+  db: Kysely<Database>,
+  options: MigrateOptions = {},
+): Promise<MigrationReport> {
+  return withMigrationLock(db, options, async (connection) => {
+    await migrationStateRepository.createMarkersTable(connection);
+    const executed = await migrationStateRepository.executedNames(connection);
+    const markers = await migrationStateRepository.additiveMarkers(connection);
+    // Migrations applied before markers were recorded (or by Kysely's Migrator alone) get this
+    // code's, which is theirs: a migration is never edited once released.
+    const at = new Date().toISOString();
+    for (const name of executed) {
+      const migration = migrations[name];
+      if (migration !== undefined && !markers.has(name)) {
+        await migrationStateRepository.recordMarker(connection, name, migration.additive, at);
+      }
+    }
+    const { pending, newer } = judge(executed, markers);
+    if (pending.length === 0) return { applied: [], newer };
+
+    const migrator = new Migrator({
+      db: connection,
+      provider: { getMigrations: async () => recordingMarkers() },
+    });
+    const { error, results } = await migrator.migrateToLatest();
+    const failed = results?.find((r) => r.status === 'Error');
+    if (error !== undefined) {
+      // A store that cannot be reached is not a migration's failure: its own error says so.
+      if (isStoreUnavailable(error)) throw error;
+      const cause = error instanceof Error ? error.message : String(error);
+      throw new Error(`migration ${failed?.migrationName ?? '(unknown)'} failed: ${cause}`, { cause: error });
+    }
+    return {
+      applied: (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName),
+      newer,
+    };
+  });
+}
+
+/**
+ * For a server that does not migrate (MIGRATE_ON_START=false): changes nothing, and throws with
+ * one line naming `safety-api migrate` when a migration of this release is pending, or when the
+ * schema is newer than this code and not every newer migration is additive.
+ */
+export async function checkMigrated(databaseUrl: string): Promise<MigrationReport> {
+  const handle = openDatabase(databaseUrl);
+  try {
+    const executed = await migrationStateRepository.executedNames(handle.db);
+    const markers = await migrationStateRepository.additiveMarkers(handle.db);
+    const { pending, newer } = judge(executed, markers);
+    if (pending.length > 0) {
+      const list = pending.length === 1 ? pending[0] : `${pending[0]} … ${pending.at(-1)}`;
+      throw new Error(
+        `${pending.length} migration${pending.length === 1 ? ' is' : 's are'} pending (${list}) and ` +
+          'MIGRATE_ON_START=false: run "safety-api migrate" with this release first',
+      );
+    }
+    return { applied: [], newer };
+  } finally {
+    await handle.destroy();
+  }
 }
 
 /**
@@ -55,7 +253,11 @@ export async function migrateToLatest(db: Kysely<Database>): Promise<string[]> {
  * leaving the lock held; a direct or session-mode URL for migrations avoids that. A different URL
  * must reach the same database: checked by the name the server gives it, before anything is applied.
  */
-export async function migrateThrough(databaseUrl: string, migrationUrl: string): Promise<string[]> {
+export async function migrateThrough(
+  databaseUrl: string,
+  migrationUrl: string,
+  options: MigrateOptions = {},
+): Promise<MigrationReport> {
   const handle = openDatabase(migrationUrl);
   try {
     if (migrationUrl !== databaseUrl) {
@@ -75,7 +277,7 @@ export async function migrateThrough(databaseUrl: string, migrationUrl: string):
         await served.destroy();
       }
     }
-    return await migrateToLatest(handle.db);
+    return await migrateToLatest(handle.db, options);
   } finally {
     await handle.destroy();
   }

@@ -9,7 +9,7 @@ import { SharedGeneration } from '../auth/shared-generation.ts';
 import { SignIn } from '../auth/sign-in.ts';
 import { type Config, cacheBudgets } from '../config.ts';
 import { type DatabaseHandle, openServerDatabase } from '../db/database.ts';
-import { migrateThrough, migrateToLatest } from '../db/migrate.ts';
+import { checkMigrated, type MigrationReport, migrateThrough, migrateToLatest } from '../db/migrate.ts';
 import type { Database } from '../db/schema.ts';
 import { isStoreUnavailable } from '../db/store-health.ts';
 import { openRedis, RedisAvailability, RedisSuspicion, redisReady } from '../redis.ts';
@@ -19,6 +19,20 @@ import { incidentService } from './incident-service.ts';
 import type { WebhookDeps } from './webhook-service.ts';
 
 const IN_MEMORY_SQLITE = 'sqlite::memory:';
+
+/** One line for what the start applied, one for the migrations of a newer release it serves beside. */
+function logMigrations(
+  { applied, newer }: MigrationReport,
+  log: { info(details: object, message: string): void },
+): void {
+  if (applied.length > 0) log.info({ migrations: applied }, `applied migrations ${applied.join(', ')}`);
+  if (newer.length > 0) {
+    log.info(
+      { migrations: newer },
+      `the database has additive migrations of a newer release (${newer.join(', ')}): serving beside them`,
+    );
+  }
+}
 
 /** The long-lived resources of one server process, opened together and closed together. */
 export interface Services {
@@ -48,9 +62,6 @@ export async function openServices(
   config: Config,
   logger: Pick<Logger, 'warn' | 'error'> & Partial<Pick<Logger, 'info' | 'debug'>>,
 ): Promise<Services> {
-  // An in-memory SQLite database exists only in its one handle: it is migrated on the server's below.
-  if (config.databaseUrl !== IN_MEMORY_SQLITE)
-    await migrateThrough(config.databaseUrl, config.migrationDatabaseUrl);
   // Where the stores say they went away and came back (a test's logger may have no `info` or `debug`).
   const availabilityLog = {
     warn: (details: object, message: string) => logger.warn(details, message),
@@ -58,6 +69,16 @@ export async function openServices(
       logger.info === undefined ? logger.warn(details, message) : logger.info(details, message),
     debug: (details: object, message: string) => logger.debug?.(details, message),
   };
+  // An in-memory SQLite database exists only in its one handle: it is migrated on the server's
+  // below, whatever MIGRATE_ON_START says (nothing else could migrate it).
+  if (config.databaseUrl !== IN_MEMORY_SQLITE) {
+    const report = config.migrateOnStart
+      ? await migrateThrough(config.databaseUrl, config.migrationDatabaseUrl, {
+          onWait: () => availabilityLog.info({}, 'another process is applying migrations: waiting for it'),
+        })
+      : await checkMigrated(config.databaseUrl);
+    logMigrations(report, availabilityLog);
+  }
   const caches = cacheBudgets(config.cacheMaxMb);
   const database = openServerDatabase(config.databaseUrl, {
     logger: availabilityLog,
@@ -67,7 +88,7 @@ export async function openServices(
   });
   if (config.databaseUrl === IN_MEMORY_SQLITE) {
     try {
-      await migrateToLatest(database.db);
+      logMigrations(await migrateToLatest(database.db), availabilityLog);
     } catch (error) {
       await database.destroy();
       throw error;

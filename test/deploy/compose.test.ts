@@ -154,6 +154,9 @@ describe('compose.yaml', () => {
     assert.equal(service('migrate').environment?.DATABASE_URL, service('api-1').environment?.DATABASE_URL);
     for (const name of instances)
       assert.equal(service(name).depends_on?.migrate?.condition, 'service_completed_successfully');
+    // The migration step, with the new image, is the one place the schema changes (docs/deployment.md, "Upgrades").
+    for (const name of instances) assert.equal(service(name).environment?.MIGRATE_ON_START, 'false', name);
+    assert.equal(service('migrate').environment?.MIGRATE_ON_START, undefined);
 
     const proxies = inScale.filter((name) => (service(name).ports ?? []).length > 0);
     assert.deepEqual(proxies, ['proxy']);

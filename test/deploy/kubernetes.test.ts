@@ -170,6 +170,18 @@ for (const [label, dir] of [
         c.env?.find((e) => e.name === 'DATABASE_URL')?.value;
       assert.equal(databaseUrl(migrate), databaseUrl(deployment));
       assert.notEqual(job.restartPolicy, 'Always');
+      // The instances apply no migration: the Job does, applied alone first by its label
+      // (docs/deployment.md, "Upgrades"); `migrate` itself ignores the setting.
+      assert.equal(find(objects, 'ConfigMap', 'safety-api').data.MIGRATE_ON_START, 'false');
+      const selected = objects.filter(
+        (o) =>
+          (o.metadata as { labels?: Record<string, string> }).labels?.['app.kubernetes.io/component'] ===
+          'migrate',
+      );
+      assert.deepEqual(
+        selected.map((o) => `${o.kind}/${o.metadata.name}`),
+        ['Job/safety-api-migrate'],
+      );
     });
 
     test('settings: a ConfigMap of variables the server reads, and a reference to the Secret safety-api', () => {

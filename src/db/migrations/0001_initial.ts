@@ -2,6 +2,9 @@ import { type Kysely, PostgresAdapter, sql } from 'kysely';
 
 // Timestamps are ISO 8601 strings and flags are 0/1 integers in both stores (see schema.ts).
 
+// The first tables: there is no release before it.
+export const additive = true;
+
 export async function up(db: Kysely<unknown>): Promise<void> {
   const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
 

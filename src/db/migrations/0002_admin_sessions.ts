@@ -3,6 +3,9 @@ import type { Kysely } from 'kysely';
 // Admin panel sessions live in the database so that they survive a restart and are seen by every
 // instance behind a load balancer. Only a SHA-256 hash of the session id is stored.
 
+// A new table: the previous release never reads it.
+export const additive = true;
+
 export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
     .createTable('admin_sessions')

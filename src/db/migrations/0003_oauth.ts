@@ -3,6 +3,9 @@ import type { Kysely } from 'kysely';
 // OAuth 2 state lives in the product's database so that every instance behind a load balancer,
 // and every restart, sees the same clients, tokens, grants, sessions and signing keys.
 
+// New tables: the previous release never reads them.
+export const additive = true;
+
 export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
     .createTable('oauth_clients')

@@ -1,5 +1,9 @@
 import type { Kysely } from 'kysely';
 
+// Drops the index the previous release's re-ranking reads by: without it, every re-ranking of that
+// release would sort all of an account's incidents.
+export const additive = false;
+
 /**
  * Drops the (account_id, created_at, id) index of incidents. Reads page by `position`, so only
  * re-ranking used it, and that runs only when an import arrives out of paging order; meanwhile

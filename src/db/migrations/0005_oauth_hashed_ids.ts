@@ -21,6 +21,10 @@ interface StoredPayload {
 
 const sha256 = (value: string): string => createHash('sha256').update(value).digest('hex');
 
+// Re-keys stored tokens by their hash: the previous release looks them up, and writes them,
+// by their raw id.
+export const additive = false;
+
 export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema.alterTable('oauth_payloads').addColumn('user_id', 'text').execute();
   await db.schema.createIndex('oauth_payloads_user_id').on('oauth_payloads').column('user_id').execute();

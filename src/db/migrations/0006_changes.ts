@@ -21,6 +21,10 @@ import { type Kysely, sql } from 'kysely';
 
 const RECORD_TABLES = ['incidents', 'users', 'departments', 'locations'] as const;
 
+// Renames `oauth_keys`, which the previous release reads, and numbers changes the previous
+// release would write without a seq.
+export const additive = false;
+
 export async function up(db: Kysely<unknown>): Promise<void> {
   const now = new Date().toISOString();
   await db.schema.alterTable('oauth_keys').renameTo('generated_secrets').execute();

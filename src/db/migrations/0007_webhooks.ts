@@ -17,6 +17,9 @@ import { type Kysely, PostgresAdapter, sql } from 'kysely';
 
 const RECORD_TABLES = ['incidents', 'users', 'departments', 'locations'] as const;
 
+// Renames `api_key_events` and its `key_id`, which the previous release writes.
+export const additive = false;
+
 export async function up(db: Kysely<unknown>): Promise<void> {
   const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
 

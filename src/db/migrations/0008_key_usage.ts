@@ -1,5 +1,9 @@
 import type { Kysely } from 'kysely';
 
+// New tables, nullable columns and indexes; the index it drops is replaced by one leading with the
+// same column, so every query of the previous release keeps one.
+export const additive = true;
+
 /**
  * Key usage, key rolls, and finding keys among thousands (issue 24).
  *

@@ -1,5 +1,9 @@
 import { type Kysely, sql } from 'kysely';
 
+// Nullable columns and an index: the previous release runs on it as before (grants it writes
+// meanwhile have no `client_id`).
+export const additive = true;
+
 /**
  * OAuth client lifecycle (issue 24):
  *

@@ -1,5 +1,8 @@
 import { type Kysely, sql } from 'kysely';
 
+// A new table and a column with a default: the previous release runs on it as before.
+export const additive = true;
+
 /**
  * What a webhook receiver was sent (issue 36 item 1; docs/webhooks.md, "Events"). A change is
  * `updated` only if the endpoint was sent the record since it last entered the view, which the
