@@ -65,8 +65,12 @@ const SQLITE_LOCK_TRY_MS = 5000;
 const SQLITE_LOCK_WAIT_MS = 60 * 60 * 1000;
 
 function isSqliteBusy(error: unknown): boolean {
-  const code = error instanceof Error ? (error as Error & { code?: unknown }).code : undefined;
-  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
+  return (
+    error instanceof Error &&
+    'code' in error &&
+    typeof error.code === 'string' &&
+    error.code.startsWith('SQLITE_BUSY')
+  );
 }
 
 /**
