@@ -70,7 +70,7 @@ export const TABLE_PLAN: Record<keyof Database, 'copy' | { excluded: string }> =
 export const MIGRATION_TABLES = ['kysely_migration', 'kysely_migration_lock'];
 
 /** Rows per page read and per batch written: a few MB, whatever the table's size. */
-const PAGE_ROWS = 20_000;
+const PAGE_ROWS = 5_000;
 
 /** The tables copied, by name. */
 export const COPIED_TABLES = (Object.keys(TABLE_PLAN) as (keyof Database)[]).filter(
@@ -316,14 +316,21 @@ export async function copyStore(options: CopyOptions): Promise<CopyResult> {
           const generatedAt = generated.find((g) => g.table === table);
           const generatedIndex = tableColumns.findIndex((c) => c.name === generatedAt?.column);
           let high = generatedHigh.get(table) ?? 0;
+          // The store writes one page while the next is read and summed: PostgreSQL's COPY and this
+          // process's work overlap (SQLite's writes are synchronous and gain nothing, lose nothing).
+          let writing: Promise<void> | null = null;
           for await (const rows of pagesOf(from.db, table, tableColumns)) {
             for (const row of rows) {
               sum.add(row);
               if (generatedIndex >= 0) high = Math.max(high, Number(row[generatedIndex] ?? 0));
             }
-            await storeCopyRepository.insertRows(trx, table, tableColumns, rows);
+            await writing;
+            writing = storeCopyRepository.insertRows(trx, table, tableColumns, rows);
+            // Its failure is met at the next await; until then it is not an unhandled rejection.
+            writing.catch(() => {});
             options.onProgress?.(table, sum.rows, totals.get(table) ?? sum.rows);
           }
+          await writing;
           if (generatedAt !== undefined)
             await storeCopyRepository.raiseGenerated(trx, table, generatedAt.column, high);
           const ms = performance.now() - tableStarted;
@@ -331,6 +338,9 @@ export async function copyStore(options: CopyOptions): Promise<CopyResult> {
           reports.push({ table, rows: sum.rows, checksum: sum.hex, targetRows: 0, targetChecksum: '', ms });
         }
         await storeCopyRepository.restoreStructures(trx, setAside);
+        // Statistics before the read-back: without them PostgreSQL reads each page of a million
+        // rows by sorting the whole table rather than through its primary key.
+        await refreshPlannerStatistics(trx, tables as (keyof Database)[]);
         const broken = await storeCopyRepository.foreignKeyViolations(trx);
         if (broken > 0)
           throw new Error(`${broken} copied rows reference rows that are not there: nothing was committed`);
@@ -344,8 +354,6 @@ export async function copyStore(options: CopyOptions): Promise<CopyResult> {
         if (!reports.every(tableMatches)) throw new CopyVerificationError(reports);
       }),
     );
-    // A freshly loaded PostgreSQL table has no statistics until autovacuum comes by.
-    await refreshPlannerStatistics(into.db, tables as (keyof Database)[]);
     return {
       tables: reports,
       rows: reports.reduce((sum, report) => sum + report.rows, 0),
@@ -435,5 +443,29 @@ export async function restoreBackup(
     return await copy({ from: `sqlite:${working}`, to: databaseUrl, migrateSource: true });
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The rows and checksum of every copied table of the store at `url`, as `copyStore` computes them
+ * (for a check after the fact: that a refused or killed copy left a store as it was).
+ */
+export async function checksumTables(
+  url: string,
+): Promise<Record<string, { rows: number; checksum: string }>> {
+  const handle = openDatabase(url);
+  try {
+    const tables = await storeCopyRepository.tables(handle.db);
+    const sums: Record<string, { rows: number; checksum: string }> = {};
+    for (const table of COPIED_TABLES) {
+      if (!tables.includes(table)) continue;
+      const sum = new TableChecksum();
+      for await (const rows of pagesOf(handle.db, table, await storeCopyRepository.columns(handle.db, table)))
+        for (const row of rows) sum.add(row);
+      sums[table] = { rows: sum.rows, checksum: sum.hex };
+    }
+    return sums;
+  } finally {
+    await handle.destroy();
   }
 }
