@@ -8,6 +8,7 @@ import { pinningDescription, stop, stopAll } from './processes.ts';
 import { instructionsPageOne } from './instructions.ts';
 import { profilePageOne } from './profile.ts';
 import { fmt, log, printTable } from './report.ts';
+import { copyStoreRate } from './scenarios/copy.ts';
 import { deleteIncidents } from './scenarios/delete.ts';
 import { depth } from './scenarios/depth.ts';
 import { exportIncidents } from './scenarios/export.ts';
@@ -32,7 +33,8 @@ import { ensureWrk, wrkVersion } from './wrk.ts';
  * query's plan, pages 1 and last before and after); then the page-1 ratio, the export and the feed
  * on PostgreSQL + Redis; then webhook deliveries on each store, on a database of their own.
  * BENCH_ONLY=sync runs only issue 12's part (after the same import), BENCH_ONLY=webhooks only the
- * webhooks, BENCH_ONLY=usage only page 1 with key usage recorded and without (issue 24). Prints
+ * webhooks, BENCH_ONLY=usage only page 1 with key usage recorded and without (issue 24),
+ * BENCH_ONLY=copy only copy-store of the SQLite store into PostgreSQL (issue 39). Prints
  * one table with the target beside each result (docs/performance.md explains the method).
  * Everything runs on loopback, every load run is bounded in time, and the work files are removed
  * at the end.
@@ -47,6 +49,7 @@ async function sqliteMode(): Promise<void> {
   const dataFile = await generateDataset('sqlite.ndjson', settings.incidents);
   await importRate(dataFile, settings.incidents, env);
   if (settings.only === 'usage') return usageOverhead('SQLite', env);
+  if (settings.only === 'copy') return copyStoreRate(env.DATABASE_URL, settings.incidents);
   const api = await startApi('SQLite', env, settings.serverNodeOptions);
   try {
     if (settings.only === 'scale') {
@@ -188,7 +191,7 @@ try {
   if (settings.only === 'tenfold') await tenfoldMode();
   else if (settings.only !== 'webhooks') {
     await sqliteMode();
-    if (!settings.skipPostgres) await postgresMode();
+    if (!settings.skipPostgres && settings.only !== 'copy') await postgresMode();
   }
   if (settings.only === '' || settings.only === 'webhooks') await webhooksMode();
 } finally {

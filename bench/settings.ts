@@ -26,13 +26,14 @@ const incidents = positiveInteger('BENCH_INCIDENTS', 1_000_000);
  * costs PostgreSQL and Redis. `BENCH_ONLY=webhooks`: only the webhook deliveries of both stores.
  * `BENCH_ONLY=usage`: only issue 24's, page 1 with key usage recorded and without, on both stores.
  * `BENCH_ONLY=tenfold`: only issue 25's ten million, a store of BENCH_TENFOLD_INCIDENTS against
- * one of BENCH_INCIDENTS, on both stores.
+ * one of BENCH_INCIDENTS, on both stores. `BENCH_ONLY=copy`: only issue 39's, `copy-store` of the
+ * SQLite store of BENCH_INCIDENTS into a fresh PostgreSQL database.
  */
 const only = process.env.BENCH_ONLY ?? '';
-const MODES = ['', 'sync', 'scale', 'webhooks', 'usage', 'tenfold'];
+const MODES = ['', 'sync', 'scale', 'webhooks', 'usage', 'tenfold', 'copy'];
 if (!MODES.includes(only)) {
   throw new Error(
-    `BENCH_ONLY must be "sync", "scale", "webhooks", "usage", "tenfold" or unset (got "${only}")`,
+    `BENCH_ONLY must be "sync", "scale", "webhooks", "usage", "tenfold", "copy" or unset (got "${only}")`,
   );
 }
 const webhookEvents = positiveInteger('BENCH_WEBHOOK_EVENTS', Math.min(incidents, 100_000));

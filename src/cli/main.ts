@@ -6,8 +6,10 @@ import { isStoreUnavailable } from '../db/store-health.ts';
 import { InputError } from '../errors.ts';
 import { PROJECT_ROOT } from '../paths.ts';
 import { accountsCommands } from './accounts.ts';
+import { backupCommand, restoreCommand } from './backup.ts';
 import { cacheCommands } from './cache.ts';
 import { type Command, type CommandGroup, commandHelp, groupHelp, type Io } from './command.ts';
+import { copyStoreCommand } from './copy-store.ts';
 import { healthcheckCommand } from './healthcheck.ts';
 import { importCommand } from './import.ts';
 import { keysCommands } from './keys.ts';
@@ -81,6 +83,9 @@ const COMMANDS: (Command | CommandGroup)[] = [
   oauthClientsCommands,
   webhooksCommands,
   cacheCommands,
+  copyStoreCommand,
+  backupCommand,
+  restoreCommand,
 ];
 
 const isGroup = (entry: Command | CommandGroup): entry is CommandGroup => 'subcommands' in entry;

@@ -36,3 +36,44 @@ export function copyText<Row>(rows: readonly Row[], columns: readonly (keyof Row
   }
   return text;
 }
+
+/** The characters COPY TO writes escaped (backslash and a letter), and what each stands for. */
+const UNESCAPES: Record<string, string> = {
+  '\\': '\\',
+  b: '\b',
+  f: '\f',
+  n: '\n',
+  r: '\r',
+  t: '\t',
+  v: '\v',
+};
+const ESCAPED = /\\(.)/gs;
+
+/**
+ * Rows of COPY's text format as `COPY … TO STDOUT` writes them, split into their fields: the text
+ * of each, or null for `\N`. The reverse of `copyText` for text; a caller turns the fields of
+ * numeric columns into numbers. COPY TO writes no octal or hex escapes: one met here is refused.
+ */
+export function parseCopyText(text: string): (string | null)[][] {
+  const rows: (string | null)[][] = [];
+  let start = 0;
+  while (start < text.length) {
+    const end = text.indexOf('\n', start);
+    if (end === -1) throw new Error('COPY text: the data ended in the middle of a row');
+    const fields: (string | null)[] = text.slice(start, end).split('\t');
+    for (let i = 0; i < fields.length; i += 1) {
+      const field = fields[i] as string;
+      if (field === '\\N') fields[i] = null;
+      else if (field.includes('\\'))
+        fields[i] = field.replace(ESCAPED, (_, c: string) => {
+          const character = UNESCAPES[c];
+          if (character === undefined)
+            throw new Error(`COPY text: an escape COPY TO does not write (\\${c})`);
+          return character;
+        });
+    }
+    rows.push(fields);
+    start = end + 1;
+  }
+  return rows;
+}

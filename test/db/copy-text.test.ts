@@ -2,8 +2,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import pg from 'pg';
-import { copyText, copyValue } from '../../src/db/copy-text.ts';
-import { copyInOnPostgres, type DatabaseHandle, openDatabase } from '../../src/db/database.ts';
+import { copyText, copyValue, parseCopyText } from '../../src/db/copy-text.ts';
+import { CompiledQuery } from 'kysely';
+import {
+  copiedOnPostgres,
+  copyInOnPostgres,
+  type DatabaseHandle,
+  openDatabase,
+} from '../../src/db/database.ts';
 import { createTestDatabase, STORES, type TestDatabase } from '../helpers.ts';
 import { hostileTexts } from './hostile-texts.ts';
 
@@ -47,6 +53,26 @@ if (STORES.includes('postgres')) {
       assert.deepEqual(stored.rows, rows);
     });
 
+    test("PostgreSQL's own COPY TO text, every character, read back by parseCopyText as it was stored", async () => {
+      await sql`CREATE TABLE copied_out (id integer PRIMARY KEY, text text, count integer)`.execute(
+        handle.db,
+      );
+      const rows: Row[] = hostileTexts().map((text, i) => ({
+        id: i + 1,
+        text,
+        count: i % 3 === 0 ? null : -i,
+      }));
+      await handle.db.executeQuery(copyInOnPostgres('copied_out', COLUMNS, copyText(rows, COLUMNS)));
+      const copied = await handle.db.executeQuery(
+        copiedOnPostgres(CompiledQuery.raw('SELECT id, text, count FROM copied_out ORDER BY id', [])),
+      );
+      const parsed = parseCopyText((copied.rows[0]?.copy ?? Buffer.alloc(0)).toString('utf8'));
+      assert.deepEqual(
+        parsed,
+        rows.map((row) => [String(row.id), row.text, row.count === null ? null : String(row.count)]),
+      );
+    });
+
     test('a row that breaks a constraint fails the COPY as PostgreSQL reports it, adds nothing, and the connection goes on', async () => {
       const before = await sql<{ n: string }>`SELECT count(*) AS n FROM t`.execute(handle.db);
       const rows: Row[] = [
@@ -83,6 +109,15 @@ describe('COPY text: values', () => {
   test('a number PostgreSQL cannot read is refused, not written', () => {
     assert.throws(() => copyValue(Number.NaN), /not a number PostgreSQL reads/);
     assert.throws(() => copyValue(Number.POSITIVE_INFINITY), /not a number PostgreSQL reads/);
+  });
+
+  test('parseCopyText: fields by tabs, \\N as null, escapes undone; a cut row or an unknown escape refused', () => {
+    assert.deepEqual(parseCopyText('a\\tb\t\\N\t\\\\N\n\t1\n'), [
+      ['a\tb', null, '\\N'],
+      ['', '1'],
+    ]);
+    assert.throws(() => parseCopyText('a\tb'), /ended in the middle of a row/);
+    assert.throws(() => parseCopyText('\\x41\n'), /an escape COPY TO does not write/);
   });
 
   test('rows: columns in the order given, tab-separated, one line each', () => {

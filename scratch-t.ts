@@ -1,0 +1,13 @@
+import { createTestDatabase } from './test/helpers.ts';
+import { openDatabase } from './src/db/database.ts';
+import { migrateToLatest } from './src/db/migrate.ts';
+import { storeCopyRepository } from './src/db/repositories/store-copy.ts';
+const database = await createTestDatabase('postgres');
+const handle = openDatabase(database.url);
+await migrateToLatest(handle.db);
+console.log('migrated');
+console.log(await storeCopyRepository.tables(handle.db));
+await handle.destroy();
+console.log('destroyed');
+await database.drop();
+console.log('dropped');
