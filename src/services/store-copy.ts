@@ -21,6 +21,7 @@ import {
   withBulkWriteSettings,
 } from '../db/database.ts';
 import { migrations, migrateToLatest } from '../db/migrate.ts';
+import { MIGRATION_TABLES } from '../db/repositories/migration-state.ts';
 import {
   type PageCursor,
   type Row,
@@ -65,9 +66,6 @@ export const TABLE_PLAN: Record<keyof Database, 'copy' | { excluded: string }> =
   webhook_attempts: 'copy',
   webhook_acknowledged: 'copy',
 };
-
-/** Kysely's Migrator's own tables: the target has its own, written when it is migrated. */
-export const MIGRATION_TABLES = ['kysely_migration', 'kysely_migration_lock'];
 
 /** Rows per page read and per batch written: a few MB, whatever the table's size. */
 const PAGE_ROWS = 5_000;

@@ -11,7 +11,8 @@ import { openDatabase } from '../../src/db/database.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
 import { storeCopyRepository } from '../../src/db/repositories/store-copy.ts';
 import { OAUTH_PATH } from '../../src/paths.ts';
-import { checksumTables, MIGRATION_TABLES, TABLE_PLAN } from '../../src/services/store-copy.ts';
+import { MIGRATION_TABLES } from '../../src/db/repositories/migration-state.ts';
+import { checksumTables, TABLE_PLAN } from '../../src/services/store-copy.ts';
 import { webhookService } from '../../src/services/webhook-service.ts';
 import {
   createTestDatabase,

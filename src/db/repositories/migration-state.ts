@@ -16,6 +16,12 @@ const EXECUTED_TABLE = 'kysely_migration';
 const MARKERS_TABLE = 'applied_migrations';
 
 /**
+ * The migration runner's own tables (with Kysely's lock table): written when a database is
+ * migrated, never part of the data a copy carries.
+ */
+export const MIGRATION_TABLES: readonly string[] = [EXECUTED_TABLE, 'kysely_migration_lock', MARKERS_TABLE];
+
+/**
  * The key of Kysely's own PostgreSQL advisory lock (postgres-adapter.js), which its Migrator takes
  * on its connection: held here on the same connection first (session locks nest), so that every
  * migrating process, whether it runs this code or only Kysely's, waits for the one before it.
