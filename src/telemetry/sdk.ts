@@ -200,6 +200,8 @@ function exporterOf(settings: TracingSettings): SpanExporter {
 
 /** Where the request span is named and described: its route template, never its URL's query. */
 function describeRequest(span: Span, request: FastifyRequest): void {
+  // A request the sampler left out is not described: nothing of it is sent.
+  if (!span.isRecording()) return;
   const route = request.routeOptions.url;
   span.updateName(route === undefined ? request.method : `${request.method} ${route}`);
   span.setAttribute('url.path', scrubText('url.path', redactUrl(request.url)));

@@ -181,6 +181,46 @@ for (const store of STORES) {
         assert.ok(!body.includes(QUERY_IN_URL), 'an export holds the query');
       }
     });
+
+    test('a feed page and an export have spans of their own inside their requests, with the queries inside those', async () => {
+      const traced = async (path: string) => {
+        const traceId = randomBytes(16).toString('hex');
+        const response = await fetch(`${server.url}${path}`, {
+          headers: {
+            ...bearer(key.rawKey),
+            traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01`,
+          },
+        });
+        assert.equal(response.status, 200);
+        await response.arrayBuffer();
+        return traceId;
+      };
+      const feed = await traced('/api/v1/public/changes?limit=2');
+      const exported = await traced('/api/v1/public/exports/incidents.csv');
+      const spans = await receiver.waitFor(
+        (all) =>
+          all.some((span) => span.traceId === feed && span.name === 'feed.page') &&
+          all.some(
+            (span) =>
+              span.traceId === exported && span.name === 'export.page' && span.attributes['page.items'] === 3,
+          ) &&
+          all.some((span) => span.traceId === exported && span.kind === SERVER),
+      );
+      const page = spans.find((span) => span.traceId === feed && span.name === 'feed.page') as ReceivedSpan;
+      assert.equal(page.attributes['page.items'], 2);
+      assert.ok(spans.some((span) => isQuery(span) && ancestry(span, spans).includes(page)));
+      const exportPage = spans.find(
+        (span) =>
+          span.traceId === exported && span.name === 'export.page' && span.attributes['page.items'] === 3,
+      ) as ReceivedSpan;
+      assert.equal(exportPage.attributes['export.resource'], 'incidents');
+      assert.equal(exportPage.attributes['page.number'], 1);
+      assert.ok(spans.some((span) => isQuery(span) && ancestry(span, spans).includes(exportPage)));
+      assert.equal(
+        exportPage.parentSpanId,
+        spans.find((span) => span.traceId === exported && span.kind === SERVER)?.spanId,
+      );
+    });
   });
 }
 
