@@ -19,6 +19,7 @@ import { notModified } from './scenarios/not-modified.ts';
 import { usageOverhead } from './scenarios/usage.ts';
 import { pageOneRatio } from './scenarios/ratio.ts';
 import { postgresStore, sqliteStore, tenfold } from './scenarios/tenfold.ts';
+import { tracingOverhead } from './scenarios/tracing.ts';
 import { walk } from './scenarios/walk.ts';
 import { webhookDeliveries } from './scenarios/webhooks.ts';
 import { settings, WORK } from './settings.ts';
@@ -34,7 +35,8 @@ import { ensureWrk, wrkVersion } from './wrk.ts';
  * on PostgreSQL + Redis; then webhook deliveries on each store, on a database of their own.
  * BENCH_ONLY=sync runs only issue 12's part (after the same import), BENCH_ONLY=webhooks only the
  * webhooks, BENCH_ONLY=usage only page 1 with key usage recorded and without (issue 24),
- * BENCH_ONLY=copy only copy-store of the SQLite store into PostgreSQL (issue 39). Prints
+ * BENCH_ONLY=copy only copy-store of the SQLite store into PostgreSQL (issue 39),
+ * BENCH_ONLY=tracing only page 1 with tracing off, on and absent (issue 37). Prints
  * one table with the target beside each result (docs/performance.md explains the method).
  * Everything runs on loopback, every load run is bounded in time, and the work files are removed
  * at the end.
@@ -50,6 +52,7 @@ async function sqliteMode(): Promise<void> {
   await importRate(dataFile, settings.incidents, env);
   if (settings.only === 'usage') return usageOverhead('SQLite', env);
   if (settings.only === 'copy') return copyStoreRate(env.DATABASE_URL, settings.incidents);
+  if (settings.only === 'tracing') return tracingOverhead('SQLite', env);
   const api = await startApi('SQLite', env, settings.serverNodeOptions);
   try {
     if (settings.only === 'scale') {
@@ -191,7 +194,8 @@ try {
   if (settings.only === 'tenfold') await tenfoldMode();
   else if (settings.only !== 'webhooks') {
     await sqliteMode();
-    if (!settings.skipPostgres && settings.only !== 'copy') await postgresMode();
+    if (!settings.skipPostgres && settings.only !== 'copy' && settings.only !== 'tracing')
+      await postgresMode();
   }
   if (settings.only === '' || settings.only === 'webhooks') await webhooksMode();
 } finally {
@@ -200,9 +204,11 @@ try {
     `Safety Incident API benchmark, ${new Date().toISOString().slice(0, 10)}: ` +
       (settings.only === 'webhooks'
         ? 'webhooks only'
-        : settings.only === 'tenfold'
-          ? `${fmt(settings.tenfoldIncidents)} incidents beside ${fmt(settings.incidents)}`
-          : `${fmt(settings.incidents)} incidents (PostgreSQL ${settings.skipPostgres ? 'skipped' : fmt(settings.pgIncidents)})`) +
+        : settings.only === 'tracing'
+          ? `tracing only, ${fmt(settings.incidents)} incidents on SQLite`
+          : settings.only === 'tenfold'
+            ? `${fmt(settings.tenfoldIncidents)} incidents beside ${fmt(settings.incidents)}`
+            : `${fmt(settings.incidents)} incidents (PostgreSQL ${settings.skipPostgres ? 'skipped' : fmt(settings.pgIncidents)})`) +
       (settings.only === '' || settings.only === 'webhooks'
         ? `; webhooks: ${fmt(settings.webhookEvents)} events to one endpoint, ${settings.webhookSingles} single changes, ` +
           `${settings.webhookEndpoints} endpoints × ${fmt(settings.webhookFanOutEvents)} events`

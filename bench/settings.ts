@@ -27,13 +27,15 @@ const incidents = positiveInteger('BENCH_INCIDENTS', 1_000_000);
  * `BENCH_ONLY=usage`: only issue 24's, page 1 with key usage recorded and without, on both stores.
  * `BENCH_ONLY=tenfold`: only issue 25's ten million, a store of BENCH_TENFOLD_INCIDENTS against
  * one of BENCH_INCIDENTS, on both stores. `BENCH_ONLY=copy`: only issue 39's, `copy-store` of the
- * SQLite store of BENCH_INCIDENTS into a fresh PostgreSQL database.
+ * SQLite store of BENCH_INCIDENTS into a fresh PostgreSQL database. `BENCH_ONLY=tracing`: only
+ * issue 37's, page-1 CPU per request with tracing off beside the build without tracing code, and
+ * with tracing on (every request, and 10%), on SQLite.
  */
 const only = process.env.BENCH_ONLY ?? '';
-const MODES = ['', 'sync', 'scale', 'webhooks', 'usage', 'tenfold', 'copy'];
+const MODES = ['', 'sync', 'scale', 'webhooks', 'usage', 'tenfold', 'copy', 'tracing'];
 if (!MODES.includes(only)) {
   throw new Error(
-    `BENCH_ONLY must be "sync", "scale", "webhooks", "usage", "tenfold", "copy" or unset (got "${only}")`,
+    `BENCH_ONLY must be "sync", "scale", "webhooks", "usage", "tenfold", "copy", "tracing" or unset (got "${only}")`,
   );
 }
 const webhookEvents = positiveInteger('BENCH_WEBHOOK_EVENTS', Math.min(incidents, 100_000));

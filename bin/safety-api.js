@@ -20,6 +20,13 @@ if (probe) {
   const { healthcheck } = await import(entry);
   process.exitCode = await healthcheck(args.slice(1));
 } else {
+  // Tracing, when OTEL_* configures it, must start before the server's bundle imports pg and
+  // ioredis (src/telemetry/preload.ts); without OTEL_* variables nothing of it is loaded.
+  if (args[0] === 'serve' && Object.keys(process.env).some((name) => name.startsWith('OTEL_'))) {
+    // Beside the entry already resolved: the same build.
+    const { startTracingFirst } = await import(new URL('tracing-first.js', entry).href);
+    await startTracingFirst();
+  }
   const { main } = await import(entry);
   process.exitCode = await main(args);
 }

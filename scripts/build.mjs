@@ -95,6 +95,8 @@ export async function buildDist() {
       healthcheck: join(ROOT, 'src/cli/healthcheck.ts'),
       'import-writer': join(ROOT, 'src/cli/import-writer.ts'),
       'import-reader': join(ROOT, 'src/import/worker.ts'),
+      // Loaded before cli.js when OTEL_* is set (bin/safety-api.js): tracing starts before pg loads.
+      'tracing-first': join(ROOT, 'src/telemetry/preload.ts'),
     },
     outdir: join(DIST, staging),
     bundle: true,

@@ -16,7 +16,10 @@ function migrate(databaseUrl) {
     env: { ...process.env, DATABASE_URL: databaseUrl, LOG_LEVEL: 'silent' },
     encoding: 'utf8',
   });
-  if (result.status !== 0) throw new Error(`migrating the test template failed: ${result.stderr}`);
+  if (result.status !== 0)
+    throw new Error(
+      `migrating the test template failed: ${result.error?.message ?? ''}${result.stderr}${result.stdout}`,
+    );
 }
 
 async function admin(sql) {

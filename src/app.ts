@@ -23,6 +23,7 @@ import { healthRoutes } from './routes/health.ts';
 import { publicApiRoutes } from './routes/public/index.ts';
 import { widerApiRoutes } from './routes/wider/index.ts';
 import type { Services } from './services/index.ts';
+import { activeTracing } from './telemetry/tracing.ts';
 import type { WebhookDeps } from './services/webhook-service.ts';
 import type { WebhookDispatcher } from './webhooks/delivery.ts';
 
@@ -153,6 +154,9 @@ export async function buildApp(
     connectionTimeout: CONNECTION_TIMEOUT_MS,
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
   });
+
+  // The request's span begins before any other hook runs, so that all of the request is inside it.
+  await activeTracing()?.instrument(app);
 
   app.decorate('config', config);
   app.decorate('db', services.database.db);

@@ -68,6 +68,42 @@ export interface Config {
    * each cache its share in bytes (`cacheBudgets`).
    */
   cacheMaxMb: number;
+  /**
+   * OpenTelemetry traces, from OpenTelemetry's own `OTEL_*` variables (`parseTracing`); `null`:
+   * off, and nothing of the tracing code is loaded.
+   */
+  tracing: TracingSettings | null;
+}
+
+/** The samplers of OTEL_TRACES_SAMPLER this server offers (the specification's, but remote ones). */
+export const TRACE_SAMPLERS = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+] as const;
+export type TraceSampler = (typeof TRACE_SAMPLERS)[number];
+
+/** Where and how spans are exported, and which are kept (src/telemetry/). */
+export interface TracingSettings {
+  /** The OTLP/HTTP URL spans are POSTed to, `/v1/traces` included. */
+  endpoint: string;
+  protocol: 'http/protobuf' | 'http/json';
+  /** Sent with every export (credentials of the collector, perhaps): never logged. */
+  headers: Record<string, string>;
+  /** How long one export may take before its spans are dropped. */
+  timeoutMs: number;
+  /** `service.name` and the other resource attributes (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES). */
+  resource: Record<string, string>;
+  sampler: TraceSampler;
+  /** The ratio of the `…traceidratio` samplers (OTEL_TRACES_SAMPLER_ARG, default 1). */
+  ratio: number;
+  /** How long a finished span may wait before it is sent (OTEL_BSP_SCHEDULE_DELAY, default 5000 ms). */
+  scheduleDelayMs: number;
+  /** Finished spans held for export at most; past it new spans are dropped (OTEL_BSP_MAX_QUEUE_SIZE, 2048). */
+  maxQueueSize: number;
 }
 
 export class ConfigError extends Error {
@@ -347,6 +383,182 @@ function parseOauthCookieKeys(raw: string | undefined, problems: string[]): stri
   return keys;
 }
 
+export const DEFAULT_SERVICE_NAME = 'safety-incident-api';
+const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const;
+
+/** The first of `names` that is set (not empty), with its name. */
+function firstSet(env: Record<string, string | undefined>, names: string[]) {
+  for (const name of names) {
+    const value = env[name];
+    if (value !== undefined && value !== '') return { name, value };
+  }
+  return undefined;
+}
+
+/**
+ * `name=value` pairs separated by commas, values percent-encoded (OTEL_EXPORTER_OTLP_HEADERS,
+ * OTEL_RESOURCE_ATTRIBUTES). A problem names the variable and the entry's place, never its value:
+ * headers carry the collector's credentials.
+ */
+function parsePairs(name: string, raw: string | undefined, problems: string[]): Record<string, string> {
+  const pairs: Record<string, string> = {};
+  if (raw === undefined || raw.trim() === '') return pairs;
+  const entries = raw.split(',');
+  for (const [index, entry] of entries.entries()) {
+    const equals = entry.indexOf('=');
+    const key = equals <= 0 ? '' : entry.slice(0, equals).trim();
+    let value: string | null = null;
+    try {
+      value = equals <= 0 ? null : decodeURIComponent(entry.slice(equals + 1).trim());
+    } catch {
+      value = null;
+    }
+    if (key === '' || value === null) {
+      problems.push(
+        `${name} must be comma-separated name=value pairs, values percent-encoded (entry ${index + 1} of ${entries.length} is not)`,
+      );
+      return {};
+    }
+    pairs[key] = value;
+  }
+  return pairs;
+}
+
+/** A whole number of milliseconds or items from `min` to `max`, or the default when unset. */
+function parseWholeNumber(
+  name: string,
+  raw: string | undefined,
+  { fallback, min, max }: { fallback: number; min: number; max: number },
+  problems: string[],
+): number {
+  if (raw === undefined || raw === '') return fallback;
+  const value = /^\d{1,9}$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!(value >= min && value <= max)) {
+    problems.push(`${name} must be a whole number from ${min} to ${max}, e.g. ${fallback} (got "${raw}")`);
+    return fallback;
+  }
+  return value;
+}
+
+/**
+ * OpenTelemetry's standard variables, as far as this server uses them. Tracing is on when an
+ * exporter is configured: OTEL_TRACES_EXPORTER=otlp, or an OTLP endpoint; OTEL_TRACES_EXPORTER=none
+ * and OTEL_SDK_DISABLED=true turn it off. The rest is checked only when tracing is on: a value the
+ * server does not use stops nothing. Every variable is read in any case (`CONFIG_VARIABLES`).
+ */
+function parseTracing(env: NodeJS.ProcessEnv, problems: string[]): TracingSettings | null {
+  const read = (name: string) => env[name];
+  const names = [
+    'OTEL_SDK_DISABLED',
+    'OTEL_TRACES_EXPORTER',
+    'OTEL_EXPORTER_OTLP_ENDPOINT',
+    'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+    'OTEL_EXPORTER_OTLP_PROTOCOL',
+    'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL',
+    'OTEL_EXPORTER_OTLP_HEADERS',
+    'OTEL_EXPORTER_OTLP_TRACES_HEADERS',
+    'OTEL_EXPORTER_OTLP_TIMEOUT',
+    'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT',
+    'OTEL_SERVICE_NAME',
+    'OTEL_RESOURCE_ATTRIBUTES',
+    'OTEL_TRACES_SAMPLER',
+    'OTEL_TRACES_SAMPLER_ARG',
+    'OTEL_BSP_SCHEDULE_DELAY',
+    'OTEL_BSP_MAX_QUEUE_SIZE',
+  ];
+  const vars: Record<string, string | undefined> = Object.fromEntries(
+    names.map((name) => [name, read(name)]),
+  );
+
+  const disabled = (vars.OTEL_SDK_DISABLED ?? '').trim().toLowerCase();
+  if (disabled !== '' && disabled !== 'true' && disabled !== 'false') {
+    problems.push(`OTEL_SDK_DISABLED must be true or false (got "${vars.OTEL_SDK_DISABLED}")`);
+    return null;
+  }
+  const exporter = (vars.OTEL_TRACES_EXPORTER ?? '').trim().toLowerCase();
+  if (exporter !== '' && exporter !== 'otlp' && exporter !== 'none') {
+    problems.push(
+      `OTEL_TRACES_EXPORTER must be otlp or none (got "${vars.OTEL_TRACES_EXPORTER}"): this server exports traces by OTLP/HTTP only`,
+    );
+    return null;
+  }
+  const specific = firstSet(vars, ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT']);
+  const base = firstSet(vars, ['OTEL_EXPORTER_OTLP_ENDPOINT']);
+  if (disabled === 'true' || exporter === 'none') return null;
+  if (exporter !== 'otlp' && specific === undefined && base === undefined) return null;
+
+  const before = problems.length;
+  // The traces endpoint is used as given; the general one is a base that `/v1/traces` is added to.
+  let endpoint = 'http://localhost:4318/v1/traces';
+  if (specific !== undefined) {
+    endpoint = parseUrl(specific.name, specific.value, ['http:', 'https:'], problems);
+  } else if (base !== undefined) {
+    endpoint = `${parseUrl(base.name, base.value, ['http:', 'https:'], problems).replace(/\/+$/, '')}/v1/traces`;
+  }
+
+  const protocolSetting = firstSet(vars, [
+    'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL',
+    'OTEL_EXPORTER_OTLP_PROTOCOL',
+  ]);
+  const protocol = (protocolSetting?.value.trim() ?? 'http/protobuf') as TracingSettings['protocol'];
+  if (protocolSetting !== undefined && !OTLP_PROTOCOLS.includes(protocol)) {
+    problems.push(
+      `${protocolSetting.name} must be http/protobuf or http/json (got "${protocolSetting.value}")` +
+        (protocolSetting.value.trim() === 'grpc' ? ': this server exports by OTLP/HTTP only' : ''),
+    );
+  }
+
+  const headers = {
+    ...parsePairs('OTEL_EXPORTER_OTLP_HEADERS', vars.OTEL_EXPORTER_OTLP_HEADERS, problems),
+    ...parsePairs('OTEL_EXPORTER_OTLP_TRACES_HEADERS', vars.OTEL_EXPORTER_OTLP_TRACES_HEADERS, problems),
+  };
+  const timeoutSetting = firstSet(vars, ['OTEL_EXPORTER_OTLP_TRACES_TIMEOUT', 'OTEL_EXPORTER_OTLP_TIMEOUT']);
+  const timeoutMs = parseWholeNumber(
+    timeoutSetting?.name ?? 'OTEL_EXPORTER_OTLP_TIMEOUT',
+    timeoutSetting?.value,
+    { fallback: 10_000, min: 1, max: 600_000 },
+    problems,
+  );
+
+  const resource = parsePairs('OTEL_RESOURCE_ATTRIBUTES', vars.OTEL_RESOURCE_ATTRIBUTES, problems);
+  const serviceName = (vars.OTEL_SERVICE_NAME ?? '').trim();
+  resource['service.name'] =
+    serviceName !== '' ? serviceName : (resource['service.name'] ?? DEFAULT_SERVICE_NAME);
+
+  const samplerSetting = (vars.OTEL_TRACES_SAMPLER ?? '').trim().toLowerCase();
+  const sampler = (samplerSetting === '' ? 'parentbased_always_on' : samplerSetting) as TraceSampler;
+  if (!TRACE_SAMPLERS.includes(sampler)) {
+    problems.push(
+      `OTEL_TRACES_SAMPLER must be one of ${TRACE_SAMPLERS.join(', ')} (got "${vars.OTEL_TRACES_SAMPLER}")`,
+    );
+  }
+  let ratio = 1;
+  const ratioSetting = (vars.OTEL_TRACES_SAMPLER_ARG ?? '').trim();
+  if (sampler.endsWith('traceidratio') && ratioSetting !== '') {
+    ratio = /^(0(\.\d+)?|1(\.0+)?|\.\d+)$/.test(ratioSetting) ? Number(ratioSetting) : Number.NaN;
+    if (Number.isNaN(ratio)) {
+      problems.push(
+        `OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1, e.g. 0.1 (got "${vars.OTEL_TRACES_SAMPLER_ARG}")`,
+      );
+    }
+  }
+
+  const scheduleDelayMs = parseWholeNumber(
+    'OTEL_BSP_SCHEDULE_DELAY',
+    vars.OTEL_BSP_SCHEDULE_DELAY,
+    { fallback: 5000, min: 1, max: 600_000 },
+    problems,
+  );
+  const maxQueueSize = parseWholeNumber(
+    'OTEL_BSP_MAX_QUEUE_SIZE',
+    vars.OTEL_BSP_MAX_QUEUE_SIZE,
+    { fallback: 2048, min: 1, max: 1_000_000 },
+    problems,
+  );
+  if (problems.length > before) return null;
+  return { endpoint, protocol, headers, timeoutMs, resource, sampler, ratio, scheduleDelayMs, maxQueueSize };
+}
+
 /**
  * Every environment variable `loadConfig` reads: what a deployment may set. The deployment files
  * (compose.yaml, deploy/kubernetes) are checked against it (test/deploy), and it against this loader.
@@ -372,6 +584,22 @@ export const CONFIG_VARIABLES = [
   'WEBHOOK_LEASE_SECONDS',
   'WEBHOOK_SECRETS_KEY',
   'CACHE_MAX_MB',
+  'OTEL_SDK_DISABLED',
+  'OTEL_TRACES_EXPORTER',
+  'OTEL_EXPORTER_OTLP_ENDPOINT',
+  'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+  'OTEL_EXPORTER_OTLP_PROTOCOL',
+  'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL',
+  'OTEL_EXPORTER_OTLP_HEADERS',
+  'OTEL_EXPORTER_OTLP_TRACES_HEADERS',
+  'OTEL_EXPORTER_OTLP_TIMEOUT',
+  'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT',
+  'OTEL_SERVICE_NAME',
+  'OTEL_RESOURCE_ATTRIBUTES',
+  'OTEL_TRACES_SAMPLER',
+  'OTEL_TRACES_SAMPLER_ARG',
+  'OTEL_BSP_SCHEDULE_DELAY',
+  'OTEL_BSP_MAX_QUEUE_SIZE',
 ] as const;
 
 /** Reads and validates the environment; throws one ConfigError listing every bad variable. */
@@ -462,6 +690,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     { fallback: DEFAULT_CACHE_MAX_MB, min: MIN_CACHE_MAX_MB, max: 65_536, unit: 'MiB' },
     problems,
   );
+  const tracing = parseTracing(env, problems);
   // A POST must end before the lease that allows it can run out, with a renewal in between.
   if (webhookLeaseSeconds * 1000 < 2 * webhookTimeoutMs) {
     problems.push(
@@ -491,5 +720,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookLeaseSeconds,
     webhookSecretsKey,
     cacheMaxMb,
+    tracing,
   };
 }

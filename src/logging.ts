@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { FastifyRequest } from 'fastify';
+import { activeTracing } from './telemetry/tracing.ts';
 
 /**
  * What the request log may show. Nothing secret is ever logged (DESIGN "Secrets in logs"): the
@@ -95,7 +96,16 @@ function serializeRequest(request: FastifyRequest): Record<string, unknown> {
   };
 }
 
+/**
+ * With tracing on, every log line written while a span is active carries its `trace_id` and
+ * `span_id`; with it off, the logger has no mixin at all.
+ */
+export function traceIdsInLogs(): { mixin?: () => Record<string, string> } {
+  const tracing = activeTracing();
+  return tracing === null ? {} : { mixin: tracing.logFields };
+}
+
 /** The pino options of the application's logger. */
 export function loggerOptions(level: string) {
-  return { level, serializers: { req: serializeRequest } };
+  return { level, serializers: { req: serializeRequest }, ...traceIdsInLogs() };
 }

@@ -3,6 +3,7 @@ import { collectDefaultMetrics, Registry } from 'prom-client';
 import { ApiError } from './errors.ts';
 import { HttpMetrics } from './http-metrics.ts';
 import { registerApiDocs } from './openapi/routes.ts';
+import { activeTracing } from './telemetry/tracing.ts';
 
 /**
  * Operational endpoints outside the versioned API: Prometheus metrics at `/metrics`, and the
@@ -27,6 +28,8 @@ export function registerObservability(app: FastifyInstance): void {
   collectDefaultMetrics({ register: registry });
   registry.registerMetric(app.rateLimiter.fallbackCounter);
   for (const metric of app.webhooks.metrics.all()) registry.registerMetric(metric);
+  const tracing = activeTracing();
+  if (tracing !== null) registry.registerMetric(tracing.droppedSpans);
   const http = new HttpMetrics();
   // The responses counted here also tell webhook deliveries when to give way to requests.
   app.webhooks.governor.yieldTo(() => http.responses);

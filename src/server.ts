@@ -2,7 +2,9 @@ import { setFlagsFromString } from 'node:v8';
 import pino from 'pino';
 import { buildApp } from './app.ts';
 import { type Config, loadConfig } from './config.ts';
+import { traceIdsInLogs } from './logging.ts';
 import { openServices } from './services/index.ts';
+import { activeTracing, startTracing } from './telemetry/tracing.ts';
 
 /**
  * How long a shutdown may take before the process exits anyway: a client that never finishes its
@@ -16,6 +18,9 @@ const SHUTDOWN_DEADLINE_MS = 10_000;
  * `server.close()` closes only the connections idle at that moment.
  */
 const IDLE_SWEEP_INTERVAL_MS = 100;
+
+/** What the last spans may add to a shutdown: a collector that does not answer delays it no longer. */
+const TRACE_FLUSH_MS = 2000;
 
 /**
  * How far V8 lets its old generation grow past what was alive after its last full collection
@@ -46,7 +51,9 @@ export async function serve(config: Config = loadConfig()): Promise<void> {
   // Set before the server allocates anything: V8 reads it at each full collection.
   const flag = heapGrowthFlag(process.execArgv);
   if (flag !== null) setFlagsFromString(flag);
-  const logger = pino({ level: config.logLevel });
+  // Before the logger and the services: already running when bin/safety-api.js started it.
+  if (config.tracing !== null) await startTracing(config.tracing);
+  const logger = pino({ level: config.logLevel, ...traceIdsInLogs() });
   const services = await openServices(config, logger);
   const app = await buildApp(config, services);
 
@@ -66,6 +73,7 @@ export async function serve(config: Config = loadConfig()): Promise<void> {
     try {
       await app.close();
       await services.close();
+      await activeTracing()?.shutdown(TRACE_FLUSH_MS);
     } catch (error) {
       app.log.error({ err: error }, 'shutdown failed');
       process.exit(1);

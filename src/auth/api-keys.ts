@@ -3,6 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { KeyForAuth } from '../db/repositories/api-keys.ts';
 import { ApiError } from '../errors.ts';
 import { soleAuthorization } from './authorization-header.ts';
+import { inSpan } from '../telemetry/tracing.ts';
 import type { RateLimitWindow } from './rate-limit.ts';
 
 /**
@@ -81,12 +82,34 @@ function refusal(key: KeyForAuth | undefined, method: string, now: Date): ApiErr
 
 /** The key row as the store holds it now, checked, then counted: the order DESIGN.md fixes. */
 async function lookUpAndCount(request: FastifyRequest, keyHash: string, now: Date) {
-  const key = await request.server.keyLookup.findByHash(keyHash, now.getTime());
+  // The span (with tracing on) holds the key row's lookup: its cache, or the store's query.
+  const key = await inSpan(
+    'api_key.check',
+    {
+      attributes: { 'api_key.source': 'lookup' },
+      describe: (row) => ({ 'api_key.found': row !== undefined }),
+    },
+    () => request.server.keyLookup.findByHash(keyHash, now.getTime()),
+  );
   if (key !== undefined) request.usageKeyId = key.id;
   const refused = refusal(key, request.method, now);
   // (`refusal` refuses a missing key; the second test is there for the type checker.)
   if (refused !== null || key === undefined) throw refused ?? ApiError.apiKeyInvalid();
-  return { key, window: await request.server.rateLimiter.consume(key.id, key.rate_limit_per_hour) };
+  return { key, window: await countRequest(request, key) };
+}
+
+/** The rate limiter's count of this request (a span of its own with tracing on). */
+function countRequest(request: FastifyRequest, key: KeyForAuth): Promise<RateLimitWindow> {
+  return inSpan(
+    'rate_limit.decision',
+    {
+      describe: (window) => ({
+        'rate_limit.allowed': window.allowed,
+        'rate_limit.remaining': window.remaining,
+      }),
+    },
+    () => request.server.rateLimiter.consume(key.id, key.rate_limit_per_hour),
+  );
 }
 
 /**
@@ -101,11 +124,18 @@ async function lookUpAndCount(request: FastifyRequest, keyHash: string, now: Dat
 async function countRemembered(request: FastifyRequest, keyHash: string, now: Date) {
   const { keyLookup, rateLimiter } = request.server;
   if (!rateLimiter.readsGeneration) return undefined;
-  const remembered = keyLookup.remembered(keyHash, now.getTime());
+  const remembered = inSpan(
+    'api_key.check',
+    {
+      attributes: { 'api_key.source': 'memory' },
+      describe: (row) => ({ 'api_key.found': row !== undefined }),
+    },
+    () => keyLookup.remembered(keyHash, now.getTime()),
+  );
   if (remembered === undefined || refusal(remembered.row, request.method, now) !== null) return undefined;
   const key = remembered.row;
   const epoch = keyLookup.epoch;
-  const window = await rateLimiter.consume(key.id, key.rate_limit_per_hour);
+  const window = await countRequest(request, key);
   // The epoch: the connection may have closed while the count waited, and the count been answered
   // by a Redis that lacks the last bumps (`KeyLookup.forgetAll`).
   if (window.generation === remembered.generation && keyLookup.epoch === epoch) return { key, window };

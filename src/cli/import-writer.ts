@@ -1,8 +1,9 @@
 import { parentPort, workerData } from 'node:worker_threads';
-import { ConfigError } from '../config.ts';
+import { ConfigError, loadConfig } from '../config.ts';
 import { isStoreUnavailable } from '../db/store-health.ts';
 import { InputError } from '../errors.ts';
 import { importFile } from '../import/import.ts';
+import { activeTracing, startTracing } from '../telemetry/tracing.ts';
 import { withDatabase } from './context.ts';
 import type { ImportRequest, WriterMessage } from './import.ts';
 
@@ -19,12 +20,19 @@ function post(message: WriterMessage): void {
   port.postMessage(message);
 }
 
+/** What the import's last spans may add to its end: a collector that does not answer delays it no longer. */
+const TRACE_FLUSH_MS = 2000;
+
 try {
+  // With OTEL_* configured, the import is a trace: a span for it, one per batch, one per statement.
+  const { tracing } = loadConfig();
+  if (tracing !== null) await startTracing(tracing);
   // The import's warnings go back with its summary, for the main thread's io.
   const warnings: string[] = [];
   const summary = await withDatabase({ warn: (line) => warnings.push(line) }, (db, config) =>
     importFile(db, path, { retentionDays: config.changesRetentionDays }),
   );
+  await activeTracing()?.shutdown(TRACE_FLUSH_MS);
   post({ summary, warnings });
 } catch (error) {
   const kind =

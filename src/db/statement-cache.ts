@@ -1,7 +1,9 @@
 import type SqliteDatabase from 'better-sqlite3';
-import type { SqliteDatabase as KyselySqliteDatabase } from 'kysely';
+import type { SqliteDatabase as KyselySqliteDatabase, SqliteStatement } from 'kysely';
 import { cacheBudgets, DEFAULT_CACHE_MAX_MB } from '../config.ts';
 import { Lru } from '../lib/lru.ts';
+import { activeTracing, inSpan } from '../telemetry/tracing.ts';
+import { currentOperation } from './store-context.ts';
 
 /**
  * What a prepared statement holds beyond its SQL text: better-sqlite3's object and SQLite's
@@ -34,7 +36,38 @@ export function withStatementCache(
         statement = sqlite.prepare(sql);
         statements.set(sql, statement);
       }
-      return statement;
+      return activeTracing() === null ? statement : tracedStatement(statement, sql);
     },
+  };
+}
+
+/** Longest SQL text a span carries (an `IN (?, ?, …)` list of a batch can be long). */
+const SPAN_SQL_CHARACTERS = 2000;
+
+/**
+ * Every statement on SQLite, whoever runs it (the server's driver, Kysely's in the command line, a
+ * snapshot's), passes here: with tracing on, each run is a span, a child of the request or job it
+ * serves, with the SQL (its parameters never) and the repository operation that issued it.
+ */
+function tracedStatement(statement: SqliteDatabase.Statement, sql: string): SqliteStatement {
+  const operation = /^\s*(\w+)/.exec(sql)?.[1]?.toUpperCase() ?? 'SQL';
+  const traced = <T>(work: () => T): T =>
+    inSpan(
+      `${operation} sqlite`,
+      {
+        attributes: {
+          'db.system.name': 'sqlite',
+          'db.operation.name': operation,
+          'db.query.text': sql.slice(0, SPAN_SQL_CHARACTERS),
+          ...(currentOperation() === undefined ? {} : { 'code.function.name': currentOperation() as string }),
+        },
+      },
+      work,
+    );
+  return {
+    reader: statement.reader,
+    all: (parameters) => traced(() => statement.all(parameters)),
+    run: (parameters) => traced(() => statement.run(parameters)),
+    iterate: (parameters) => traced(() => statement.iterate(parameters)),
   };
 }

@@ -17,6 +17,7 @@ import { type UserInput, userRepository } from '../db/repositories/users.ts';
 import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
 import { startWorker } from '../lib/worker-thread.ts';
+import { inSpan } from '../telemetry/tracing.ts';
 import {
   perRecordType,
   RECORD_KINDS,
@@ -238,8 +239,13 @@ class Batches {
     row.position = change.topBefore + change.records;
   }
 
-  /** Writes every pending record, in RECORD_KINDS' order: parents before children. */
-  async flush(): Promise<void> {
+  // Every pending record, in RECORD_KINDS' order: parents before children.
+  /** Writes every pending record (a span per batch, with tracing on). */
+  flush(): Promise<void> {
+    return inSpan('import.batch', { attributes: { 'import.records': this.size } }, () => this.writeBatch());
+  }
+
+  private async writeBatch(): Promise<void> {
     const now = new Date().toISOString();
     for (const type of RECORD_TYPES) {
       await this.write(type, now);
@@ -425,13 +431,17 @@ export async function importFile(
   // taken to hold only new ones, as a first load or an append does. The first incident already
   // stored rolls that attempt back, and the file is read again to upsert: a re-import pays one
   // batch for the try, a file of new incidents followed by updates pays for the part before.
-  const summary =
-    (incidentRepository.insertsNewFaster(db)
-      ? await load(true).catch((error: unknown) => {
-          if (error instanceof IncidentExistsError) return null;
-          throw error;
-        })
-      : null) ?? (await load(false));
+  const summary = await inSpan(
+    'import',
+    { root: true, attributes: { 'import.format': format } },
+    async () =>
+      (incidentRepository.insertsNewFaster(db)
+        ? await load(true).catch((error: unknown) => {
+            if (error instanceof IncidentExistsError) return null;
+            throw error;
+          })
+        : null) ?? (await load(false)),
+  );
   // A bulk load leaves the planner without statistics until autovacuum comes by.
   const bulk = RECORD_TYPES.filter(
     (type) => summary[type] + (summary.deleted[type] ?? 0) >= STATISTICS_AFTER_RECORDS,

@@ -7,6 +7,7 @@ import {
 } from '../db/repositories/changes.ts';
 import type { NamedResourceTable } from '../db/repositories/named-resources.ts';
 import type { Database } from '../db/schema.ts';
+import { inSpan } from '../telemetry/tracing.ts';
 import { ApiError } from '../errors.ts';
 import { type Change, toIncident } from '../schemas/public.ts';
 import { INCIDENT_FIELDS } from '../schemas/json-fields.ts';
@@ -237,28 +238,37 @@ export const changeFeedService = {
     const issue = (position: number, bound: number) =>
       cursors.encode(accountId, { position, bound, issuedAt: now });
 
-    return inFeedSnapshot(db, accountId, async (trx, { head, purgedSeq }) => {
-      // A bound past the head is a cursor from data this store no longer has (a restore); a
-      // position below the purged seq may have missed a deletion that is gone.
-      if (held !== null && (held.bound > head || held.position < purgedSeq)) {
-        throw ApiError.cursorExpired(retentionDays);
-      }
-      if (cursor === LATEST_CURSOR) return { data: [], next_cursor: issue(head, head), has_more: false };
+    const read = () =>
+      inFeedSnapshot(db, accountId, async (trx, { head, purgedSeq }) => {
+        // A bound past the head is a cursor from data this store no longer has (a restore); a
+        // position below the purged seq may have missed a deletion that is gone.
+        if (held !== null && (held.bound > head || held.position < purgedSeq)) {
+          throw ApiError.cursorExpired(retentionDays);
+        }
+        if (cursor === LATEST_CURSOR) return { data: [], next_cursor: issue(head, head), has_more: false };
 
-      const position = held?.position ?? 0;
-      const bound = held === null || held.position === held.bound ? head : held.bound;
-      // One more than the page: whether the pass goes on after it.
-      const changes = await readPage(trx, accountId, { after: position, upTo: bound, limit: limit + 1 });
-      const data = changes.slice(0, limit);
-      // Past the page's last change, the pass holds nothing (the seqs left were records that
-      // changed again, beyond the bound): the pass is done, and the next request begins the next.
-      const next = changes.length > limit ? (data[limit - 1]?.seq ?? bound) : bound;
-      return {
-        data: data.map((change) => change.json),
-        next_cursor: issue(next, bound),
-        has_more: next < head,
-      };
-    });
+        const position = held?.position ?? 0;
+        const bound = held === null || held.position === held.bound ? head : held.bound;
+        // One more than the page: whether the pass goes on after it.
+        const changes = await readPage(trx, accountId, { after: position, upTo: bound, limit: limit + 1 });
+        const data = changes.slice(0, limit);
+        // Past the page's last change, the pass holds nothing (the seqs left were records that
+        // changed again, beyond the bound): the pass is done, and the next request begins the next.
+        const next = changes.length > limit ? (data[limit - 1]?.seq ?? bound) : bound;
+        return {
+          data: data.map((change) => change.json),
+          next_cursor: issue(next, bound),
+          has_more: next < head,
+        };
+      });
+    return inSpan(
+      'feed.page',
+      {
+        attributes: { 'feed.limit': limit, 'feed.from_start': cursor === undefined },
+        describe: (page) => ({ 'page.items': page.data.length, 'feed.has_more': page.has_more }),
+      },
+      read,
+    );
   },
 
   /**

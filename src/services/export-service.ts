@@ -20,6 +20,7 @@ import {
 } from '../schemas/public.ts';
 import { INCIDENT_FIELDS } from '../schemas/json-fields.ts';
 import { csvLine } from '../lib/csv.ts';
+import { tracedPages } from '../telemetry/tracing.ts';
 import { changeCursors } from './change-cursor.ts';
 
 /**
@@ -299,10 +300,21 @@ export const exportService = {
     const source = SOURCES[resource];
     const { copyOut } = snapshot;
     // PostgreSQL copies incidents out as NDJSON; the rest is read and rendered row by row.
+    // With tracing on: a span per page read (a COPY, one for all of it), children of the request's.
+    const attributes = { 'export.resource': resource, 'export.format': format };
     const bytes =
       format === 'ndjson' && copyOut !== null && source.copy !== undefined
-        ? copiedLines(copyOut(source.copy.query(snapshot.db, accountId)), source.copy.fields)
-        : encode(source, source.chunks(snapshot.db, accountId), format);
+        ? copiedLines(
+            tracedPages('export.copy', attributes, copyOut(source.copy.query(snapshot.db, accountId)), {
+              whole: true,
+            }),
+            source.copy.fields,
+          )
+        : encode(
+            source,
+            tracedPages('export.page', attributes, source.chunks(snapshot.db, accountId)),
+            format,
+          );
     const body = Readable.from(takingTurns(bytes), {
       objectMode: false,
       // Up to 1 MiB (a few reads) may wait for the socket. With the default 64 KiB every read

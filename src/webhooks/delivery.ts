@@ -16,6 +16,7 @@ import { isStoreUnavailable } from '../db/store-health.ts';
 import { changeCursors } from '../services/change-cursor.ts';
 import { changeFeedService } from '../services/change-feed-service.ts';
 import { signingSecrets } from '../services/webhook-service.ts';
+import { inSpan } from '../telemetry/tracing.ts';
 import { matchesFilter } from './events.ts';
 import { DeliveryGovernor } from './governor.ts';
 import type { OutboundClient, PostResult } from './outbound.ts';
@@ -473,7 +474,26 @@ class EndpointWorker {
       const body = changeEventBody(type, change, cursor);
       const at = new Date();
       const headers = signedHeaders(webhookId, Math.floor(at.getTime() / 1000), body, keys);
-      const result = await outbound.post(row.url, { ...headers }, body, this.abort.signal);
+      const result = await inSpan(
+        'webhook.attempt',
+        {
+          kind: 'client',
+          root: true,
+          attributes: {
+            'webhook.endpoint_id': row.id,
+            'webhook.id': webhookId,
+            'webhook.event_type': type,
+          },
+          describe: (answer) => {
+            const outcome = outcomeOf(answer);
+            return {
+              ...(answer.status === null ? {} : { 'http.response.status_code': answer.status }),
+              ...(outcome === 'success' ? {} : { 'error.type': outcome }),
+            };
+          },
+        },
+        () => outbound.post(row.url, { ...headers }, body, this.abort.signal),
+      );
       // Stopped mid-attempt: the answer, if any, is not trusted; the event is sent again later.
       if (this.stopped) break;
       const outcome = outcomeOf(result);
