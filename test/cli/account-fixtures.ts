@@ -34,7 +34,7 @@ export interface PopulatedAccount {
   accountId: string;
   /** A working key of the account (read scope). */
   rawKey: string;
-  /** The live incidents' ids, oldest first. */
+  /** The live incidents' ids in paging order, oldest first. */
   incidentIds: string[];
   /** Values that must never leave the store: raw keys, key hashes, secrets, tokens, password hashes. */
   secrets: string[];
@@ -140,7 +140,14 @@ export async function populateAccount(
   const incidentRecords = records.filter((r) => r.type === 'incident');
   const deleted = incidentRecords[1] as { id: string };
   await importRecords([{ type: 'incident', id: deleted.id, account_id: accountId, deleted: true }], env);
-  const incidentIds = incidentRecords.map((r) => r.id as string).filter((id) => id !== deleted.id);
+  const incidentIds = incidentRecords
+    .map((r) => ({ created_at: r.created_at as string, id: r.id as string }))
+    .filter((r) => r.id !== deleted.id)
+    // Paging order: by creation time, then id.
+    .sort((a, b) =>
+      a.created_at === b.created_at ? (a.id < b.id ? -1 : 1) : a.created_at < b.created_at ? -1 : 1,
+    )
+    .map((r) => r.id);
 
   const admin = await seedAdmin(db, accountId);
   const panel = new AdminClient(app);
@@ -310,13 +317,15 @@ export async function publicGet(
 ): Promise<{ status: number; body: unknown }> {
   const res = await app.inject({ url, headers: bearer(rawKey) });
   const type = String(res.headers['content-type'] ?? '');
-  const body = type.includes('ndjson')
+  const body = type.includes('csv')
     ? res.body
-        .split('\n')
-        .filter((line) => line !== '')
-        .map((line) => JSON.parse(line))
-    : res.body === ''
-      ? null
-      : JSON.parse(res.body);
+    : type.includes('ndjson')
+      ? res.body
+          .split('\n')
+          .filter((line) => line !== '')
+          .map((line) => JSON.parse(line))
+      : res.body === ''
+        ? null
+        : JSON.parse(res.body);
   return { status: res.statusCode, body };
 }
