@@ -89,6 +89,10 @@ const exportAccount: Command = {
       await rename(partial, to);
     } catch (error) {
       await rm(partial, { force: true });
+      // The file's own failure (no such directory, no permission, disk full), named by the path asked for.
+      if (error instanceof Error && 'path' in error && error.path === partial && 'code' in error) {
+        throw new InputError(`cannot write "${to}" (${String(error.code)}): nothing was exported`);
+      }
       throw error;
     }
     io.out(`Exported account ${account} to ${to}: ${described(counts, EXPORT_TYPES)}.`);

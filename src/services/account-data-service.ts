@@ -158,9 +158,17 @@ const auditLine = (row: AuditEventRecordRow) => ({
 class LineSink {
   readonly counts = Object.fromEntries(EXPORT_TYPES.map((type) => [type, 0])) as ExportCounts;
 
-  constructor(private readonly out: Writable) {}
+  /** The stream's failure (a file that cannot be opened or written), thrown at the next write. */
+  private failure: Error | null = null;
+
+  constructor(private readonly out: Writable) {
+    out.on('error', (error) => {
+      this.failure = error;
+    });
+  }
 
   async write(lines: { type: string }[]): Promise<void> {
+    if (this.failure !== null) throw this.failure;
     if (lines.length === 0) return;
     let text = '';
     for (const line of lines) {

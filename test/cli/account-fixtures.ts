@@ -246,6 +246,18 @@ export async function catalogTables(db: Kysely<Database>): Promise<string[]> {
   return rows.map((row) => row.name);
 }
 
+/** The column names of `table`, from the database catalog. */
+export async function catalogColumns(db: Kysely<Database>, table: string): Promise<string[]> {
+  if (db.getExecutor().adapter instanceof SqliteAdapter) {
+    const { rows } = await sql<{ name: string }>`select name from pragma_table_info(${table})`.execute(db);
+    return rows.map((row) => row.name);
+  }
+  const { rows } = await sql<{ name: string }>`
+    select column_name as name from information_schema.columns
+    where table_schema = current_schema() and table_name = ${table}`.execute(db);
+  return rows.map((row) => row.name);
+}
+
 /** Every row of every table, as JSON text per table. */
 export async function everyRow(db: Kysely<Database>): Promise<Map<string, string[]>> {
   const tables = new Map<string, string[]>();

@@ -236,6 +236,10 @@ for (const store of STORES) {
           ['--account', account.accountId, '--to', join(target, 'x.json')],
           `safety-api: --to must name a .ndjson file, the format import reads it as (got "${join(target, 'x.json')}")\n`,
         ],
+        [
+          ['--account', account.accountId, '--to', join(target, 'missing', 'x.ndjson')],
+          `safety-api: cannot write "${join(target, 'missing', 'x.ndjson')}" (ENOENT): nothing was exported\n`,
+        ],
         [['--account', account.accountId], 'safety-api: accounts export needs --account ID and --to FILE\n'],
         [
           ['--to', join(target, 'x.ndjson')],
