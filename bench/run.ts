@@ -2,12 +2,13 @@ import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { startApi } from './api.ts';
-import { generateDataset, withPostgresDatabase } from './data.ts';
+import { generateDataset, importFile, withPostgresDatabase } from './data.ts';
 import { closeConnections } from './http.ts';
 import { pinningDescription, stop, stopAll } from './processes.ts';
 import { instructionsPageOne } from './instructions.ts';
 import { profilePageOne } from './profile.ts';
 import { fmt, log, printTable } from './report.ts';
+import { accountsRoundTrip } from './scenarios/accounts.ts';
 import { copyStoreRate } from './scenarios/copy.ts';
 import { deleteIncidents } from './scenarios/delete.ts';
 import { depth } from './scenarios/depth.ts';
@@ -185,6 +186,40 @@ async function tenfoldMode(): Promise<void> {
   );
 }
 
+/**
+ * Issue 39's account export, its import into an empty store and the account's deletion, on a
+ * SQLite file of BENCH_INCIDENTS incidents, then on PostgreSQL with BENCH_PG_INCIDENTS.
+ */
+async function accountsMode(): Promise<void> {
+  log(`generating ${fmt(settings.incidents)} incidents`);
+  const sqliteData = await generateDataset('accounts-sqlite.ndjson', settings.incidents);
+  const env = { DATABASE_URL: `sqlite:${join(WORK, 'accounts.db')}` };
+  await importFile(sqliteData, env);
+  rmSync(sqliteData, { force: true });
+  await accountsRoundTrip(
+    'SQLite',
+    env,
+    { DATABASE_URL: `sqlite:${join(WORK, 'accounts-fresh.db')}` },
+    settings.incidents,
+  );
+  if (settings.skipPostgres) return;
+  const pgData = await generateDataset('accounts-pg.ndjson', settings.pgIncidents);
+  await withPostgresDatabase(
+    (url) =>
+      withPostgresDatabase(async (freshUrl) => {
+        await importFile(pgData, { DATABASE_URL: url });
+        rmSync(pgData, { force: true });
+        await accountsRoundTrip(
+          'PostgreSQL',
+          { DATABASE_URL: url },
+          { DATABASE_URL: freshUrl },
+          settings.pgIncidents,
+        );
+      }, '_fresh'),
+    '_accounts',
+  );
+}
+
 const loadAverage = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 
 ensureWrk();
@@ -192,6 +227,7 @@ mkdirSync(WORK, { recursive: true });
 const loadBefore = loadAverage();
 try {
   if (settings.only === 'tenfold') await tenfoldMode();
+  else if (settings.only === 'accounts') await accountsMode();
   else if (settings.only !== 'webhooks') {
     await sqliteMode();
     if (!settings.skipPostgres && settings.only !== 'copy' && settings.only !== 'tracing')

@@ -29,13 +29,14 @@ const incidents = positiveInteger('BENCH_INCIDENTS', 1_000_000);
  * one of BENCH_INCIDENTS, on both stores. `BENCH_ONLY=copy`: only issue 39's, `copy-store` of the
  * SQLite store of BENCH_INCIDENTS into a fresh PostgreSQL database. `BENCH_ONLY=tracing`: only
  * issue 37's, page-1 CPU per request with tracing off beside the build without tracing code, and
- * with tracing on (every request, and 10%), on SQLite.
+ * with tracing on (every request, and 10%), on SQLite. `BENCH_ONLY=accounts`: only issue 39's
+ * `accounts export`, its import into an empty store and `accounts delete`, on both stores.
  */
 const only = process.env.BENCH_ONLY ?? '';
-const MODES = ['', 'sync', 'scale', 'webhooks', 'usage', 'tenfold', 'copy', 'tracing'];
+const MODES = ['', 'sync', 'scale', 'webhooks', 'usage', 'tenfold', 'copy', 'tracing', 'accounts'];
 if (!MODES.includes(only)) {
   throw new Error(
-    `BENCH_ONLY must be "sync", "scale", "webhooks", "usage", "tenfold", "copy", "tracing" or unset (got "${only}")`,
+    `BENCH_ONLY must be "sync", "scale", "webhooks", "usage", "tenfold", "copy", "tracing", "accounts" or unset (got "${only}")`,
   );
 }
 const webhookEvents = positiveInteger('BENCH_WEBHOOK_EVENTS', Math.min(incidents, 100_000));

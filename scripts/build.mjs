@@ -97,6 +97,7 @@ export async function buildDist() {
       'import-reader': join(ROOT, 'src/import/worker.ts'),
       // Loaded before cli.js when OTEL_* is set (bin/safety-api.js): tracing starts before pg loads.
       'tracing-first': join(ROOT, 'src/telemetry/preload.ts'),
+      'account-exporter': join(ROOT, 'src/cli/account-exporter.ts'),
     },
     outdir: join(DIST, staging),
     bundle: true,

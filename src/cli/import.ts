@@ -3,7 +3,7 @@ import { ConfigError } from '../config.ts';
 import { StoreUnavailableError } from '../db/store-health.ts';
 import { InputError } from '../errors.ts';
 import type { ImportSummary } from '../import/import.ts';
-import { RECORD_KINDS, RECORD_TYPES } from '../import/records.ts';
+import { EXPORT_ONLY_TYPES, RECORD_KINDS, RECORD_TYPES } from '../import/records.ts';
 import { startWorker } from '../lib/worker-thread.ts';
 import type { Command, Io } from './command.ts';
 
@@ -76,5 +76,12 @@ export const importCommand: Command = {
           ? '.'
           : `; deleted ${deleted.map((type) => `${counts.deleted[type]} ${RECORD_KINDS[type].plural}`).join(', ')}.`),
     );
+    const skipped = EXPORT_ONLY_TYPES.filter((type) => counts.skipped?.[type] !== undefined);
+    if (skipped.length > 0) {
+      io.out(
+        `Skipped ${skipped.map((type) => `${counts.skipped?.[type]} ${type}`).join(', ')} ` +
+          '(lines of an accounts export that an import does not restore).',
+      );
+    }
   },
 };

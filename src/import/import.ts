@@ -29,7 +29,13 @@ import {
   type Stamped,
   type ValidRecord,
 } from './records.ts';
-import { type PlacedRecord, type ReadMessage, type ReadRequest, unpackChunk } from './source.ts';
+import {
+  type PlacedRecord,
+  type ReadMessage,
+  type ReadRequest,
+  type SkippedCounts,
+  unpackChunk,
+} from './source.ts';
 
 /**
  * `safety-api import FILE` (src/cli/import.ts runs this in a thread with a bounded heap): loads a
@@ -40,8 +46,14 @@ import { type PlacedRecord, type ReadMessage, type ReadRequest, unpackChunk } fr
  * side finds it, rolls everything back and is named in the error.
  */
 
-/** Records written per type, and records deleted per type (only types with deletions). */
-export type ImportSummary = Record<RecordType, number> & { deleted: Partial<Record<RecordType, number>> };
+/**
+ * Records written per type, records deleted per type (only types with deletions), and the lines of
+ * an `accounts export` skipped per type (`EXPORT_ONLY_TYPES`; absent when none was).
+ */
+export type ImportSummary = Record<RecordType, number> & {
+  deleted: Partial<Record<RecordType, number>>;
+  skipped?: SkippedCounts;
+};
 
 /**
  * Records written per statement. Larger batches amortize the per-statement work (2,000 took about
@@ -416,7 +428,8 @@ export async function importFile(
       db.transaction().execute(async (trx) => {
         const batches = new Batches(trx, newOnly);
         await batches.start();
-        for await (const chunk of readInWorker(request)) {
+        const skipped: SkippedCounts = {};
+        for await (const chunk of readInWorker(request, skipped)) {
           for (const { where, record } of chunk) {
             const added = batches.add(where, record);
             if (added !== undefined) await added;
@@ -424,7 +437,7 @@ export async function importFile(
         }
         await batches.flush();
         await refreshAccounts(trx, batches, retentionDays);
-        return batches.counts;
+        return Object.keys(skipped).length === 0 ? batches.counts : { ...batches.counts, skipped };
       }),
     );
   // Where adding new incidents costs less than upserting them (PostgreSQL), the file is first
@@ -468,7 +481,7 @@ const NDJSON_WORKER_LIMITS = { maxYoungGenerationSizeMb: 8, maxOldGenerationSize
  * acknowledged so the worker can read further; the worker ends when the reading does, or when the
  * import stops early (a database check failed).
  */
-async function* readInWorker(request: ReadRequest): AsyncGenerator<PlacedRecord[]> {
+async function* readInWorker(request: ReadRequest, skipped: SkippedCounts): AsyncGenerator<PlacedRecord[]> {
   const worker = startWorker(
     { source: new URL('./worker.ts', import.meta.url), bundle: 'import-reader.js' },
     { workerData: request, resourceLimits: request.format === '.ndjson' ? NDJSON_WORKER_LIMITS : {} },
@@ -476,7 +489,10 @@ async function* readInWorker(request: ReadRequest): AsyncGenerator<PlacedRecord[
   try {
     // Rejects if the worker itself fails (an 'error' event).
     for await (const [message] of on(worker, 'message') as AsyncIterable<[ReadMessage]>) {
-      if ('done' in message) return;
+      if ('done' in message) {
+        Object.assign(skipped, message.skipped);
+        return;
+      }
       if ('failure' in message) {
         const { message: text, input } = message.failure;
         throw input ? new InputError(text) : new Error(`import: cannot read the file: ${text}`);

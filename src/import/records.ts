@@ -405,6 +405,21 @@ export const RECORD_KINDS = {
 export type RecordType = keyof typeof RECORD_KINDS;
 export const RECORD_TYPES = Object.keys(RECORD_KINDS) as RecordType[];
 
+/**
+ * Lines of a `safety-api accounts export` file that are not records an import writes: what the
+ * tenant is owed a copy of but an import cannot restore (keys have no hash in the export, webhook
+ * endpoints and OAuth clients no secret, grants no tokens, and the audit trail is history). An
+ * NDJSON import skips them, counted, and writes the records beside them.
+ */
+export const EXPORT_ONLY_TYPES = [
+  'api_key',
+  'webhook_endpoint',
+  'oauth_client',
+  'oauth_grant',
+  'audit_event',
+] as const;
+export type ExportOnlyType = (typeof EXPORT_ONLY_TYPES)[number];
+
 /** The row a record of type `T` stores. */
 export type RowOf<T extends RecordType> = ReturnType<(typeof RECORD_KINDS)[T]['validate']>;
 

@@ -2,7 +2,15 @@ import { createReadStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { StringDecoder } from 'node:string_decoder';
 import { InputError } from '../errors.ts';
-import { RECORD_KINDS, RECORD_TYPES, type RecordType, type ValidRecord, validateRecord } from './records.ts';
+import {
+  EXPORT_ONLY_TYPES,
+  type ExportOnlyType,
+  RECORD_KINDS,
+  RECORD_TYPES,
+  type RecordType,
+  type ValidRecord,
+  validateRecord,
+} from './records.ts';
 
 /**
  * Reading an import file: its records, parsed and validated, in file order, a read's worth at a
@@ -86,8 +94,11 @@ async function* readLines(path: string): AsyncGenerator<string[]> {
   yield lines;
 }
 
-/** The records of an NDJSON file, a chunk of lines at a time. */
-async function* readNdjson(path: string): AsyncGenerator<SourceRecord[]> {
+/** Lines of an `accounts export` an import skips (`EXPORT_ONLY_TYPES`), per type. */
+export type SkippedCounts = Partial<Record<ExportOnlyType, number>>;
+
+/** The records of an NDJSON file, a chunk of lines at a time; export-only lines are counted in `skipped`. */
+async function* readNdjson(path: string, skipped: SkippedCounts): AsyncGenerator<SourceRecord[]> {
   let lineNumber = 0;
   for await (const lines of readLines(path)) {
     const records: SourceRecord[] = [];
@@ -95,7 +106,9 @@ async function* readNdjson(path: string): AsyncGenerator<SourceRecord[]> {
       for (const line of lines) {
         lineNumber += 1;
         if (line.trim() === '') continue;
-        records.push(parseLine(line, `line ${lineNumber}`));
+        const record = parseLine(line, `line ${lineNumber}`);
+        if (typeof record === 'string') skipped[record] = (skipped[record] ?? 0) + 1;
+        else records.push(record);
       }
     } catch (error) {
       // The records before a malformed line are checked first, as they would be one by one.
@@ -106,7 +119,8 @@ async function* readNdjson(path: string): AsyncGenerator<SourceRecord[]> {
   }
 }
 
-function parseLine(line: string, where: string): SourceRecord {
+/** The record of a line, or the type of an export-only line, which is not read further. */
+function parseLine(line: string, where: string): SourceRecord | ExportOnlyType {
   let value: unknown;
   try {
     value = JSON.parse(line);
@@ -117,6 +131,9 @@ function parseLine(line: string, where: string): SourceRecord {
     throw new InputError(`${where}: must be a JSON object`);
   }
   const type = (value as { type?: unknown }).type;
+  if (typeof type === 'string' && (EXPORT_ONLY_TYPES as readonly string[]).includes(type)) {
+    return type as ExportOnlyType;
+  }
   if (typeof type !== 'string' || !(RECORD_TYPES as readonly string[]).includes(type)) {
     throw new InputError(
       `${where}: field "type" must be one of ${RECORD_TYPES.join(', ')} (got ${JSON.stringify(type)})`,
@@ -167,8 +184,9 @@ export async function* validatedChunks(
   path: string,
   format: '.json' | '.ndjson',
   now: string,
+  skipped: SkippedCounts = {},
 ): AsyncGenerator<PlacedRecord[]> {
-  for await (const records of format === '.json' ? readJson(path) : readNdjson(path)) {
+  for await (const records of format === '.json' ? readJson(path) : readNdjson(path, skipped)) {
     const chunk: PlacedRecord[] = [];
     try {
       for (const { where, type, value, extraFields } of records) {
@@ -234,7 +252,9 @@ export function unpackChunk(chunk: PackedChunk): PlacedRecord[] {
 
 /** What `worker.ts` posts: chunks in file order, then `done` or the failure that ended the reading. */
 export type ReadMessage =
-  { chunk: PackedChunk } | { done: true } | { failure: { message: string; input: boolean } };
+  | { chunk: PackedChunk }
+  | { done: true; skipped: SkippedCounts }
+  | { failure: { message: string; input: boolean } };
 
 /**
  * Chunks the worker may post before the main thread has taken them (it answers each one it takes),

@@ -1,6 +1,13 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { InputError } from '../errors.ts';
-import { CHUNKS_AHEAD, packChunk, type ReadMessage, type ReadRequest, validatedChunks } from './source.ts';
+import {
+  CHUNKS_AHEAD,
+  packChunk,
+  type ReadMessage,
+  type ReadRequest,
+  type SkippedCounts,
+  validatedChunks,
+} from './source.ts';
 
 /**
  * Worker thread of an import (see `readInWorker` in import.ts): reads, parses and validates the
@@ -22,13 +29,14 @@ function post(message: ReadMessage): void {
   port.postMessage(message);
 }
 
+const skipped: SkippedCounts = {};
 try {
-  for await (const chunk of validatedChunks(path, format, now)) {
+  for await (const chunk of validatedChunks(path, format, now, skipped)) {
     while (ahead >= CHUNKS_AHEAD) await new Promise<void>((resolve) => (taken = resolve));
     ahead += 1;
     post({ chunk: packChunk(chunk) });
   }
-  post({ done: true });
+  post({ done: true, skipped });
 } catch (error) {
   post({ failure: { message: (error as Error).message, input: error instanceof InputError } });
 }

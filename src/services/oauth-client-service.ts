@@ -79,15 +79,22 @@ interface GrantPayload {
   openid?: { scope?: string };
 }
 
+/** What a stored Grant payload says: the scopes granted and when (`accounts export` shows them too). */
+export function grantOf(payloadText: string): Pick<OauthGrantView, 'scopes' | 'granted_at'> {
+  const payload = JSON.parse(payloadText) as GrantPayload;
+  return {
+    scopes: (payload.openid?.scope ?? '').split(' ').filter((scope) => scope !== ''),
+    granted_at: payload.iat === undefined ? null : new Date(payload.iat * 1000).toISOString(),
+  };
+}
+
 function toGrantView(row: ClientGrantRow): OauthGrantView {
-  const payload = JSON.parse(row.payload) as GrantPayload;
   return {
     grant_id: row.grant_id,
     user_id: row.user_id,
     user_name: row.user_name,
     user_email: row.user_email,
-    scopes: (payload.openid?.scope ?? '').split(' ').filter((scope) => scope !== ''),
-    granted_at: payload.iat === undefined ? null : new Date(payload.iat * 1000).toISOString(),
+    ...grantOf(row.payload),
     last_used_at: row.last_used_at,
   };
 }

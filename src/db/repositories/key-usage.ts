@@ -1,4 +1,4 @@
-import type { Kysely, Selectable } from 'kysely';
+import { type Kysely, type Selectable, SqliteAdapter } from 'kysely';
 import type { Database, KeyUsageTable } from '../schema.ts';
 import { repository } from '../store-context.ts';
 
@@ -10,9 +10,24 @@ const ROWS_PER_STATEMENT = 500;
 export const keyUsageRepository = repository('keyUsageRepository', {
   /**
    * Adds the counts to the hourly rows (creating them), so that the counts of every instance, and
-   * of every flush of one instance, sum.
+   * of every flush of one instance, sum. Counts of a key that no longer exists (erased with its
+   * account by `accounts delete` after they were taken) are dropped, not written back. Run it in a
+   * transaction: on PostgreSQL the keys counted are locked (FOR KEY SHARE) until it commits, so an
+   * erasure, which locks them FOR UPDATE, either waits for the flush and then deletes its rows, or
+   * goes first and the flush finds the keys gone.
    */
-  async add(db: Kysely<Database>, rows: KeyUsageRow[]): Promise<void> {
+  async add(db: Kysely<Database>, counted: KeyUsageRow[]): Promise<void> {
+    const keyIds = [...new Set(counted.map((row) => row.key_id))];
+    const existing = new Set<string>();
+    for (let start = 0; start < keyIds.length; start += ROWS_PER_STATEMENT) {
+      const query = db
+        .selectFrom('api_keys')
+        .select('id')
+        .where('id', 'in', keyIds.slice(start, start + ROWS_PER_STATEMENT));
+      const locked = db.getExecutor().adapter instanceof SqliteAdapter ? query : query.forKeyShare();
+      for (const { id } of await locked.execute()) existing.add(id);
+    }
+    const rows = counted.filter((row) => existing.has(row.key_id));
     for (let start = 0; start < rows.length; start += ROWS_PER_STATEMENT) {
       await db
         .insertInto('key_usage')
