@@ -27,12 +27,14 @@ const incidents = positiveInteger('BENCH_INCIDENTS', 1_000_000);
  * `BENCH_ONLY=usage`: only issue 24's, page 1 with key usage recorded and without, on both stores.
  * `BENCH_ONLY=tenfold`: only issue 25's ten million, a store of BENCH_TENFOLD_INCIDENTS against
  * one of BENCH_INCIDENTS, on both stores.
+ * `BENCH_ONLY=import`: only issue 39's imports of full-field files oldest first, newest first and
+ * shuffled, BENCH_INCIDENTS on SQLite and BENCH_PG_INCIDENTS on PostgreSQL.
  */
 const only = process.env.BENCH_ONLY ?? '';
-const MODES = ['', 'sync', 'scale', 'webhooks', 'usage', 'tenfold'];
+const MODES = ['', 'sync', 'scale', 'webhooks', 'usage', 'tenfold', 'import'];
 if (!MODES.includes(only)) {
   throw new Error(
-    `BENCH_ONLY must be "sync", "scale", "webhooks", "usage", "tenfold" or unset (got "${only}")`,
+    `BENCH_ONLY must be "sync", "scale", "webhooks", "usage", "tenfold", "import" or unset (got "${only}")`,
   );
 }
 const webhookEvents = positiveInteger('BENCH_WEBHOOK_EVENTS', Math.min(incidents, 100_000));
