@@ -3,7 +3,7 @@ import { createReadStream } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import pg from 'pg';
-import { DEMO_ACCOUNT_ID, demoRecords, writeNdjson } from '../src/demo/demo-data.ts';
+import { DEMO_ACCOUNT_ID, demoRecords, seededRandom, writeNdjson } from '../src/demo/demo-data.ts';
 import { cli } from './processes.ts';
 import { settings, WORK } from './settings.ts';
 
@@ -144,4 +144,99 @@ export async function withPostgresDatabase<T>(body: (url: string) => Promise<T>,
     await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     await admin.end();
   }
+}
+
+/** The orders a full-field file can be written in (`fullIncidentsDataset`). */
+export const IMPORT_ORDERS = ['oldest first', 'newest first', 'shuffled'] as const;
+export type ImportOrder = (typeof IMPORT_ORDERS)[number];
+
+const REPORT_SENTENCES = [
+  'An operator slipped on hydraulic fluid that had leaked from a pallet truck near bay 4.',
+  'The forklift was reversing out of aisle 12 when its counterweight struck the upright of a racking bay.',
+  'A contractor cut the back of his left hand while replacing a guard on the band saw.',
+  'A strong solvent smell was reported in the paint store after the extraction fan tripped.',
+  'The first aider attended within five minutes and the injured person returned to work after treatment.',
+  'The area was cordoned off, the spill absorbed and the floor cleaned before work resumed.',
+  'The supervisor has asked maintenance to inspect the equipment before it is used again.',
+  'Witnesses said the walkway markings are worn and hard to see under the new lighting.',
+];
+const STATUSES = ['open', 'investigating', 'resolved', 'closed'];
+const PLACES = ['Plant A, line 2', 'Plant B, press shop', 'Riverside DC, bay 4', 'Harbour Yard, gate 3'];
+
+/**
+ * One incident of a full-field file, from its index alone (so that the file can be written in any
+ * order with the same records): every field the import takes is set, `severity_score` too, as an
+ * export writes it, and the description is a few sentences (about 300 characters), not a line.
+ */
+function fullIncident(i: number, accountId: string, start: number) {
+  const random = seededRandom(0x5eed ^ Math.imul(i + 1, 0x9e3779b1));
+  const hex = Array.from({ length: 4 }, () =>
+    Math.floor(random() * 0x1_0000_0000)
+      .toString(16)
+      .padStart(8, '0'),
+  ).join('');
+  const id = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-a${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+  // Strictly increasing with the index: index order is paging order.
+  const created = start + i * 60_000 + Math.floor(random() * 59_000);
+  const createdAt = new Date(created).toISOString();
+  const likelihood = Math.floor(random() * 101);
+  const impact = Math.floor(random() * 101);
+  const sentences = Array.from(
+    { length: 3 },
+    (_, k) => REPORT_SENTENCES[(i + k * 3 + Math.floor(random() * 2)) % REPORT_SENTENCES.length],
+  );
+  return {
+    type: 'incident',
+    id,
+    account_id: accountId,
+    incident_number: `INC-${createdAt.slice(0, 4)}-${String(i + 1).padStart(7, '0')}`,
+    description: `${sentences.join(' ')} Reference ${i + 1}.`,
+    status: STATUSES[i % STATUSES.length],
+    severity_likelihood: likelihood,
+    severity_impact: impact,
+    severity_score: likelihood * impact,
+    location: PLACES[i % PLACES.length],
+    incident_date: new Date(created - (i % 3) * 86_400_000).toISOString().slice(0, 10),
+    created_at: createdAt,
+    updated_at: new Date(created + (i % 7) * 3_600_000).toISOString(),
+  };
+}
+
+/**
+ * A new account (`accountId`) and `count` incidents of it with every field set (`fullIncident`),
+ * as NDJSON in `order`: oldest first (paging order), newest first (the order of the lists and of
+ * every export) or shuffled (a seeded permutation, 4 bytes per incident while writing). The same
+ * `count` gives the same records in every order.
+ */
+export async function fullIncidentsDataset(
+  name: string,
+  count: number,
+  order: ImportOrder,
+  accountId = '7c0f3a52-1e4b-4d6a-8b2c-5f9e8d7c6b5a',
+): Promise<string> {
+  const path = join(WORK, name);
+  const indexes = new Uint32Array(count);
+  for (let i = 0; i < count; i += 1) indexes[i] = order === 'newest first' ? count - 1 - i : i;
+  if (order === 'shuffled') {
+    const random = seededRandom(1234);
+    for (let i = count - 1; i > 0; i -= 1) {
+      const j = Math.floor(random() * (i + 1));
+      const swap = indexes[i] as number;
+      indexes[i] = indexes[j] as number;
+      indexes[j] = swap;
+    }
+  }
+  const start = GENERATED_UNTIL.getTime() - count * 60_000;
+  function* records() {
+    yield {
+      type: 'account',
+      id: accountId,
+      name: 'Full-field import (bench)',
+      api_access: true,
+      rate_limit_per_hour: 1_000_000_000,
+    };
+    for (const i of indexes) yield fullIncident(i, accountId, start);
+  }
+  await writeNdjson(path, records());
+  return path;
 }

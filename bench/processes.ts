@@ -60,8 +60,8 @@ export function pinned(
 /** Runs the CLI to completion; returns stdout, the wall time and the child's peak RSS. */
 export async function cli(args: string[], env: Record<string, string>) {
   const started = performance.now();
-  // GNU time reports the peak resident set of the whole command, on the last line of stderr.
-  const child = spawn('/usr/bin/time', ['-f', 'peak-rss-kb %M', process.execPath, CLI, ...args], {
+  // GNU time reports the peak resident set and CPU time of the whole command, on the last line of stderr.
+  const child = spawn('/usr/bin/time', ['-f', 'peak-rss-kb %M cpu-s %U %S', process.execPath, CLI, ...args], {
     env: { ...process.env, LOG_LEVEL: 'warn', ...env },
   });
   let stdout = '';
@@ -75,7 +75,9 @@ export async function cli(args: string[], env: Record<string, string>) {
   const [code] = await once(child, 'close');
   if (code !== 0) throw new Error(`safety-api ${args[0]} failed: ${stderr}`);
   const rssKb = Number(/peak-rss-kb (\d+)/.exec(stderr)?.[1] ?? Number.NaN);
-  return { stdout, seconds: (performance.now() - started) / 1000, rssMb: rssKb / 1024 };
+  const cpu = /cpu-s ([\d.]+) ([\d.]+)/.exec(stderr);
+  const cpuSeconds = cpu === null ? Number.NaN : Number(cpu[1]) + Number(cpu[2]);
+  return { stdout, seconds: (performance.now() - started) / 1000, rssMb: rssKb / 1024, cpuSeconds };
 }
 
 /** How a server is started when it is not a Node.js server pinned to the server's CPU. */

@@ -14,7 +14,7 @@ import { deleteIncidents } from './scenarios/delete.ts';
 import { depth } from './scenarios/depth.ts';
 import { exportIncidents } from './scenarios/export.ts';
 import { feedCatchUp } from './scenarios/feed.ts';
-import { importRate, totalAfterImport } from './scenarios/import.ts';
+import { importOrders, importRate, totalAfterImport } from './scenarios/import.ts';
 import { memory, rssAfter } from './scenarios/memory.ts';
 import { notModified } from './scenarios/not-modified.ts';
 import { usageOverhead } from './scenarios/usage.ts';
@@ -220,6 +220,12 @@ async function accountsMode(): Promise<void> {
   );
 }
 
+/** Issue 39: full-field files in three orders, on SQLite and then on PostgreSQL. */
+async function importMode(): Promise<void> {
+  await importOrders('SQLite', settings.incidents);
+  if (!settings.skipPostgres) await importOrders('PostgreSQL', settings.pgIncidents);
+}
+
 const loadAverage = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 
 ensureWrk();
@@ -228,6 +234,7 @@ const loadBefore = loadAverage();
 try {
   if (settings.only === 'tenfold') await tenfoldMode();
   else if (settings.only === 'accounts') await accountsMode();
+  else if (settings.only === 'import') await importMode();
   else if (settings.only !== 'webhooks') {
     await sqliteMode();
     if (!settings.skipPostgres && settings.only !== 'copy' && settings.only !== 'tracing')
@@ -242,9 +249,11 @@ try {
         ? 'webhooks only'
         : settings.only === 'tracing'
           ? `tracing only, ${fmt(settings.incidents)} incidents on SQLite`
-          : settings.only === 'tenfold'
-            ? `${fmt(settings.tenfoldIncidents)} incidents beside ${fmt(settings.incidents)}`
-            : `${fmt(settings.incidents)} incidents (PostgreSQL ${settings.skipPostgres ? 'skipped' : fmt(settings.pgIncidents)})`) +
+          : settings.only === 'import'
+            ? `imports of ${fmt(settings.incidents)} full-field incidents in three orders (PostgreSQL ${settings.skipPostgres ? 'skipped' : fmt(settings.pgIncidents)})`
+            : settings.only === 'tenfold'
+              ? `${fmt(settings.tenfoldIncidents)} incidents beside ${fmt(settings.incidents)}`
+              : `${fmt(settings.incidents)} incidents (PostgreSQL ${settings.skipPostgres ? 'skipped' : fmt(settings.pgIncidents)})`) +
       (settings.only === '' || settings.only === 'webhooks'
         ? `; webhooks: ${fmt(settings.webhookEvents)} events to one endpoint, ${settings.webhookSingles} single changes, ` +
           `${settings.webhookEndpoints} endpoints × ${fmt(settings.webhookFanOutEvents)} events`

@@ -31,12 +31,14 @@ const incidents = positiveInteger('BENCH_INCIDENTS', 1_000_000);
  * issue 37's, page-1 CPU per request with tracing off beside the build without tracing code, and
  * with tracing on (every request, and 10%), on SQLite. `BENCH_ONLY=accounts`: only issue 39's
  * `accounts export`, its import into an empty store and `accounts delete`, on both stores.
+ * `BENCH_ONLY=import`: only issue 39's imports of full-field files oldest first, newest first and
+ * shuffled, BENCH_INCIDENTS on SQLite and BENCH_PG_INCIDENTS on PostgreSQL.
  */
 const only = process.env.BENCH_ONLY ?? '';
-const MODES = ['', 'sync', 'scale', 'webhooks', 'usage', 'tenfold', 'copy', 'tracing', 'accounts'];
+const MODES = ['', 'sync', 'scale', 'webhooks', 'usage', 'tenfold', 'copy', 'tracing', 'accounts', 'import'];
 if (!MODES.includes(only)) {
   throw new Error(
-    `BENCH_ONLY must be "sync", "scale", "webhooks", "usage", "tenfold", "copy", "tracing", "accounts" or unset (got "${only}")`,
+    `BENCH_ONLY must be "sync", "scale", "webhooks", "usage", "tenfold", "copy", "tracing", "accounts", "import" or unset (got "${only}")`,
   );
 }
 const webhookEvents = positiveInteger('BENCH_WEBHOOK_EVENTS', Math.min(incidents, 100_000));

@@ -1,7 +1,14 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Api } from '../api.ts';
-import { appendDataset, generateDataset, importFile, withPostgresDatabase } from '../data.ts';
+import {
+  appendDataset,
+  fullIncidentsDataset,
+  generateDataset,
+  IMPORT_ORDERS,
+  importFile,
+  withPostgresDatabase,
+} from '../data.ts';
 import { get } from '../http.ts';
 import { addRow, fmt, log } from '../report.ts';
 import { WORK } from '../settings.ts';
@@ -100,4 +107,55 @@ export async function totalAfterImport(api: Api, incidents: number, env: Record<
     target: fmt(incidents + 10),
     pass: after.data.pagination.total === incidents + 10,
   });
+}
+
+/** Issue 39: the slowest order's rate, at least this share of the rate oldest first. */
+const ORDER_RATE_SHARE = 0.8;
+
+/**
+ * Issue 39: imports a file of `incidents` incidents with every field set (`fullIncidentsDataset`)
+ * oldest first, newest first (the order of every export) and shuffled, each into a fresh store of
+ * `label`'s kind, with the real CLI; reports each one's rate, CPU time and peak RSS, and judges the
+ * peak RSS (< 256 MB) and the rates (every order within 20% of oldest first).
+ */
+export async function importOrders(label: StoreLabel, incidents: number) {
+  const rates: number[] = [];
+  for (const [index, order] of IMPORT_ORDERS.entries()) {
+    log(`generating ${fmt(incidents)} full-field incidents, ${order}`);
+    const data = await fullIncidentsDataset(`orders-${index}.ndjson`, incidents, order);
+    try {
+      const into = async (url: string) => {
+        log(`importing them into ${label}`);
+        const imported = await importFile(data, { DATABASE_URL: url });
+        const rate = incidents / imported.seconds;
+        rates.push(rate);
+        addRow({
+          measurement: `${label}: import ${fmt(incidents)} full-field incidents, ${order} (whole CLI run)`,
+          result:
+            `${fmt(imported.seconds, 1)} s = ${fmt(rate)} incidents/s, ${fmt(imported.cpuSeconds, 1)} s CPU` +
+            (index === 0 ? '' : ` (${fmt((rate / (rates[0] as number)) * 100)}% of oldest first)`),
+          target: index === 0 ? 'report' : `>= ${fmt(ORDER_RATE_SHARE * 100)}% of oldest first`,
+          pass: index === 0 ? null : rate >= ORDER_RATE_SHARE * (rates[0] as number),
+        });
+        addRow({
+          measurement: `${label}: import ${fmt(incidents)} full-field incidents, ${order}, peak RSS of the CLI`,
+          result: `${fmt(imported.rssMb)} MB`,
+          target: `< ${RSS_TARGET_MB} MB`,
+          pass: imported.rssMb < RSS_TARGET_MB,
+        });
+      };
+      if (label === 'SQLite') {
+        const db = join(WORK, `orders-${index}.db`);
+        try {
+          await into(`sqlite:${db}`);
+        } finally {
+          for (const suffix of ['', '-wal', '-shm']) rmSync(`${db}${suffix}`, { force: true });
+        }
+      } else {
+        await withPostgresDatabase(into, `_orders_${index}`);
+      }
+    } finally {
+      rmSync(data, { force: true });
+    }
+  }
 }

@@ -442,28 +442,33 @@ const ALLOWED_FIELDS: Record<RecordType, ReadonlySet<string>> = perRecordType(
   (type) => new Set(RECORD_KINDS[type].fields),
 );
 
+/** Fields a record of any type may carry beside its own: its `type` and `deleted`. */
+const ENVELOPE_FIELDS = ['type', 'deleted'] as const;
+
 /**
- * Validates one record of `type`. `where` names it in errors (`line 12`, `incidents[3]`);
- * `extraFields` are envelope fields the format itself uses (`type` in NDJSON).
+ * Validates one record of `type`. `where` names it in errors (`line 12`, `incidents[3]`). A record
+ * may carry `type` in any format (an NDJSON line must), but only its own: in a `.json` section, a
+ * `type` naming another section's records is refused rather than taken for one or the other.
  */
-export function validateRecord(
-  type: RecordType,
-  value: unknown,
-  where: string,
-  now: string,
-  extraFields: readonly string[] = [],
-): ValidRecord {
+export function validateRecord(type: RecordType, value: unknown, where: string, now: string): ValidRecord {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new InputError(`${where}: must be a JSON object`);
   }
   const record = value as Record<string, unknown>;
   const f = new Fields(where, record);
-  f.rejectUnknown(type, [...extraFields, 'deleted']);
+  f.rejectUnknown(type, ENVELOPE_FIELDS);
+  if (record.type !== undefined && record.type !== type) {
+    f.fail(
+      'type',
+      `must be "${type}" for a record of "${RECORD_KINDS[type].plural}" (got ${JSON.stringify(record.type)})`,
+    );
+  }
   if (f.flag('deleted', false) === 0) {
     return { type, deleted: false, row: RECORD_KINDS[type].validate(f, now) } as ValidRecord;
   }
-  // A deletion needs only what names the record; any other field it carries (a record copied from
-  // an export, say) is ignored.
+  // A deletion needs only what names the record; the other fields of its type that it carries (a
+  // record copied from an export, say) are ignored. A field its type does not have was refused
+  // above, as in any record: a typo does not pass.
   if (type === 'account') return f.fail('deleted', 'cannot be true: accounts are not deleted by an import');
   return { type, deleted: true, row: { id: f.uuid('id'), account_id: f.uuid('account_id') } };
 }

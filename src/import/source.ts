@@ -28,11 +28,7 @@ interface SourceRecord {
   where: string;
   type: RecordType;
   value: unknown;
-  extraFields: readonly string[];
 }
-
-/** Envelope fields of an NDJSON record, beside the record's own. */
-const NDJSON_ENVELOPE = ['type'] as const;
 
 /** The sections of a .json file and the record type each holds, in dependency order. */
 const JSON_SECTIONS: Record<string, RecordType> = Object.fromEntries(
@@ -139,7 +135,7 @@ function parseLine(line: string, where: string): SourceRecord | ExportOnlyType {
       `${where}: field "type" must be one of ${RECORD_TYPES.join(', ')} (got ${JSON.stringify(type)})`,
     );
   }
-  return { where, type: type as RecordType, value, extraFields: NDJSON_ENVELOPE };
+  return { where, type: type as RecordType, value };
 }
 
 /** Records of a .json section per chunk: about what one read of NDJSON holds (READ_BYTES). */
@@ -170,7 +166,7 @@ async function* readJson(path: string): AsyncGenerator<SourceRecord[]> {
     for (let start = 0; start < records.length; start += JSON_RECORDS_PER_CHUNK) {
       yield records
         .slice(start, start + JSON_RECORDS_PER_CHUNK)
-        .map((value, offset) => ({ where: `${section}[${start + offset}]`, type, value, extraFields: [] }));
+        .map((value, offset) => ({ where: `${section}[${start + offset}]`, type, value }));
     }
   }
 }
@@ -189,8 +185,8 @@ export async function* validatedChunks(
   for await (const records of format === '.json' ? readJson(path) : readNdjson(path, skipped)) {
     const chunk: PlacedRecord[] = [];
     try {
-      for (const { where, type, value, extraFields } of records) {
-        chunk.push({ where, record: validateRecord(type, value, where, now, extraFields) });
+      for (const { where, type, value } of records) {
+        chunk.push({ where, record: validateRecord(type, value, where, now) });
       }
     } catch (error) {
       yield chunk;

@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import { importFile } from '../../src/import/import.ts';
 import { incidentService } from '../../src/services/incident-service.ts';
 import { bearer, createTestContext, random, STORES, seedKey, type TestContext } from '../helpers.ts';
-import { account, gone, incident, minute, ndjson } from './files.ts';
+import { account, gone, incident, json, minute, ndjson } from './files.ts';
 
 for (const store of STORES) {
   describe(`import: deletions (${store})`, () => {
@@ -176,6 +176,54 @@ for (const store of STORES) {
         assert.equal((await accountRow(other)).incident_count, 0);
       }
       assert.equal((await accountRow(owner)).incident_count, 1);
+    });
+
+    test('a deletion may carry its own type and the other fields of its type, in either format; not another type, nor an unknown field', async () => {
+      const accountId = randomUUID();
+      const [first, second, third] = [1, 2, 3].map((n) => incident(accountId, n, minute(n)));
+      await importFile(ctx.db, ndjson([account(accountId), first!, second!, third!]));
+      // A record copied from an export and marked deleted: its other fields, even stale or
+      // malformed ones, are ignored.
+      const copied = (record: ReturnType<typeof incident>) => ({
+        ...record,
+        incident_number: 'not checked',
+        severity_score: 6,
+        deleted: true,
+      });
+      const { type: _type, ...withoutType } = copied(first!);
+      const summary = await importFile(
+        ctx.db,
+        json({ incidents: [withoutType, copied(second!), { ...incident(accountId, 4, minute(4)) }] }),
+      );
+      assert.deepEqual(summary.deleted, { incident: 2 });
+      assert.equal(summary.incident, 1);
+      assert.deepEqual((await importFile(ctx.db, ndjson([copied(third!)]))).deleted, { incident: 1 });
+      assert.equal((await accountRow(accountId)).incident_count, 1);
+
+      const survivor = incident(accountId, 5, minute(5));
+      await importFile(ctx.db, ndjson([survivor]));
+      const cases: [string, RegExp][] = [
+        [
+          json({ incidents: [survivor, { ...copied(survivor), type: 'user' }] }),
+          /^InputError: incidents\[1\]: field "type" must be "incident" for a record of "incidents" \(got "user"\)/,
+        ],
+        [
+          json({ users: [{ ...gone('incident', survivor.id, accountId) }] }),
+          /^InputError: users\[0\]: field "type" must be "user" for a record of "users" \(got "incident"\)/,
+        ],
+        [
+          json({ incidents: [{ ...copied(survivor), colour: 'red' }] }),
+          /^InputError: incidents\[0\]: field "colour" is not a field of incident/,
+        ],
+        [
+          ndjson([survivor, { ...copied(survivor), colour: 'red' }]),
+          /^InputError: line 2: field "colour" is not a field of incident/,
+        ],
+      ];
+      for (const [file, message] of cases) {
+        await assert.rejects(importFile(ctx.db, file), message);
+        assert.equal((await accountRow(accountId)).incident_count, 2);
+      }
     });
 
     test('a record imported unchanged keeps its place in the feed; a changed one moves to the head', async () => {
