@@ -311,12 +311,7 @@ function parseNumber(
   return value;
 }
 
-function parseBoolean(
-  name: string,
-  raw: string | undefined,
-  problems: string[],
-  fallback = false,
-): boolean {
+function parseBoolean(name: string, raw: string | undefined, problems: string[], fallback = false): boolean {
   if (raw === undefined || raw === '') return fallback;
   if (raw === 'false' || raw === '0') return false;
   if (raw === 'true' || raw === '1') return true;

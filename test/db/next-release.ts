@@ -35,7 +35,11 @@ if (kind === 'additive') {
         .execute();
       await sql`insert into next_release_notes (pid) values (${process.pid})`.execute(db);
       await db.schema.alterTable('incidents').addColumn('next_release_note', 'text').execute();
-      await db.schema.createIndex('incidents_next_release_note').on('incidents').column('next_release_note').execute();
+      await db.schema
+        .createIndex('incidents_next_release_note')
+        .on('incidents')
+        .column('next_release_note')
+        .execute();
       await gate();
     },
   };
