@@ -519,7 +519,8 @@ export const incidentRepository = repository('incidentRepository', {
         WHERE incidents.id = ranked.id AND incidents.position <> ranked.rn`.execute(db);
       return;
     }
-    const rebuild = await positionIndexToRebuild(db, accountId, offset);
+    // Only inside a transaction: the index must never be left dropped by a failure in between.
+    const rebuild = db.isTransaction ? await positionIndexToRebuild(db, accountId, offset) : null;
     const cache = Object.values((await sql`PRAGMA cache_size`.execute(db)).rows[0] as object)[0] as number;
     // SQLite sizes a sort's share of memory by the page cache: with the import's 16 MiB, this
     // update added 80 MB to the process, with 2 MiB 36 MB, and took no longer (it reads and
