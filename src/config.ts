@@ -435,6 +435,26 @@ function parseWholeNumber(
   return value;
 }
 
+/** OpenTelemetry's own variables that the server reads (tracing is configured by them alone). */
+const OTEL_VARIABLES = [
+  'OTEL_SDK_DISABLED',
+  'OTEL_TRACES_EXPORTER',
+  'OTEL_EXPORTER_OTLP_ENDPOINT',
+  'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+  'OTEL_EXPORTER_OTLP_PROTOCOL',
+  'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL',
+  'OTEL_EXPORTER_OTLP_HEADERS',
+  'OTEL_EXPORTER_OTLP_TRACES_HEADERS',
+  'OTEL_EXPORTER_OTLP_TIMEOUT',
+  'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT',
+  'OTEL_SERVICE_NAME',
+  'OTEL_RESOURCE_ATTRIBUTES',
+  'OTEL_TRACES_SAMPLER',
+  'OTEL_TRACES_SAMPLER_ARG',
+  'OTEL_BSP_SCHEDULE_DELAY',
+  'OTEL_BSP_MAX_QUEUE_SIZE',
+] as const;
+
 /**
  * OpenTelemetry's standard variables, as far as this server uses them. Tracing is on when an
  * exporter is configured: OTEL_TRACES_EXPORTER=otlp, or an OTLP endpoint; OTEL_TRACES_EXPORTER=none
@@ -442,27 +462,8 @@ function parseWholeNumber(
  * server does not use stops nothing. Every variable is read in any case (`CONFIG_VARIABLES`).
  */
 function parseTracing(env: NodeJS.ProcessEnv, problems: string[]): TracingSettings | null {
-  const read = (name: string) => env[name];
-  const names = [
-    'OTEL_SDK_DISABLED',
-    'OTEL_TRACES_EXPORTER',
-    'OTEL_EXPORTER_OTLP_ENDPOINT',
-    'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
-    'OTEL_EXPORTER_OTLP_PROTOCOL',
-    'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL',
-    'OTEL_EXPORTER_OTLP_HEADERS',
-    'OTEL_EXPORTER_OTLP_TRACES_HEADERS',
-    'OTEL_EXPORTER_OTLP_TIMEOUT',
-    'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT',
-    'OTEL_SERVICE_NAME',
-    'OTEL_RESOURCE_ATTRIBUTES',
-    'OTEL_TRACES_SAMPLER',
-    'OTEL_TRACES_SAMPLER_ARG',
-    'OTEL_BSP_SCHEDULE_DELAY',
-    'OTEL_BSP_MAX_QUEUE_SIZE',
-  ];
   const vars: Record<string, string | undefined> = Object.fromEntries(
-    names.map((name) => [name, read(name)]),
+    OTEL_VARIABLES.map((name) => [name, env[name]]),
   );
 
   const disabled = (vars.OTEL_SDK_DISABLED ?? '').trim().toLowerCase();
@@ -579,22 +580,7 @@ export const CONFIG_VARIABLES = [
   'WEBHOOK_LEASE_SECONDS',
   'WEBHOOK_SECRETS_KEY',
   'CACHE_MAX_MB',
-  'OTEL_SDK_DISABLED',
-  'OTEL_TRACES_EXPORTER',
-  'OTEL_EXPORTER_OTLP_ENDPOINT',
-  'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
-  'OTEL_EXPORTER_OTLP_PROTOCOL',
-  'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL',
-  'OTEL_EXPORTER_OTLP_HEADERS',
-  'OTEL_EXPORTER_OTLP_TRACES_HEADERS',
-  'OTEL_EXPORTER_OTLP_TIMEOUT',
-  'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT',
-  'OTEL_SERVICE_NAME',
-  'OTEL_RESOURCE_ATTRIBUTES',
-  'OTEL_TRACES_SAMPLER',
-  'OTEL_TRACES_SAMPLER_ARG',
-  'OTEL_BSP_SCHEDULE_DELAY',
-  'OTEL_BSP_MAX_QUEUE_SIZE',
+  ...OTEL_VARIABLES,
 ] as const;
 
 /** Reads and validates the environment; throws one ConfigError listing every bad variable. */

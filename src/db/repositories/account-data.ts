@@ -9,6 +9,7 @@ import type {
   UsersTable,
   WebhookEndpointsTable,
 } from '../schema.ts';
+import { API_KEY_COLUMNS } from './api-keys.ts';
 import { notifyWebhooks } from './notifications.ts';
 import { repository } from '../store-context.ts';
 
@@ -116,21 +117,6 @@ const INCIDENT_COLUMNS = [
   'created_at',
   'updated_at',
   'position',
-] as const;
-const API_KEY_COLUMNS = [
-  'id',
-  'account_id',
-  'name',
-  'prefix',
-  'scope',
-  'state',
-  'expires_at',
-  'last_used_at',
-  'created_by',
-  'created_at',
-  'updated_at',
-  'rolled_from',
-  'rolled_to',
 ] as const;
 const ENDPOINT_COLUMNS = [
   'id',

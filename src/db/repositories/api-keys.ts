@@ -13,7 +13,8 @@ export type KeyForAuth = Pick<
 > &
   Pick<Selectable<AccountsTable>, 'api_access' | 'rate_limit_per_hour' | 'incident_count' | 'data_version'>;
 
-const COLUMNS = [
+/** What a key's row shows (never its hash). */
+export const API_KEY_COLUMNS = [
   'id',
   'account_id',
   'name',
@@ -87,13 +88,13 @@ export const apiKeyRepository = repository('apiKeyRepository', {
   },
 
   async findById(db: Kysely<Database>, id: string): Promise<ApiKeyRow | undefined> {
-    return db.selectFrom('api_keys').select(COLUMNS).where('id', '=', id).executeTakeFirst();
+    return db.selectFrom('api_keys').select(API_KEY_COLUMNS).where('id', '=', id).executeTakeFirst();
   },
 
   async listByAccount(db: Kysely<Database>, accountId: string): Promise<ApiKeyRow[]> {
     return db
       .selectFrom('api_keys')
-      .select(COLUMNS)
+      .select(API_KEY_COLUMNS)
       .where('account_id', '=', accountId)
       .orderBy('created_at', 'desc')
       .orderBy('id')
@@ -143,7 +144,7 @@ export const apiKeyRepository = repository('apiKeyRepository', {
     const counted = await filtered
       .select((eb) => eb.fn.countAll<number | string>().as('total'))
       .executeTakeFirst();
-    let ordered = filtered.select(COLUMNS);
+    let ordered = filtered.select(API_KEY_COLUMNS);
     ordered =
       query.sort === 'last_used'
         ? ordered
