@@ -23,6 +23,7 @@ import { withStatementCache } from './statement-cache.ts';
 import type { Database } from './schema.ts';
 import {
   copyOutOf,
+  closeSnapshots,
   postgresSnapshots,
   registerSnapshots,
   sharedSnapshots,
@@ -504,9 +505,9 @@ function openPostgres(
         throw error;
       }
     },
-    end: async () => {
-      await Promise.all([pool.end(), snapshots.close()]);
-    },
+    // Its snapshots' pool is closed by the handle (`closeSnapshots`): Kysely calls this only
+    // once it has used the pool, which a process reading only through snapshots never does.
+    end: () => pool.end(),
   };
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: bounded }) });
   registerSnapshots(db, snapshots);
@@ -528,6 +529,7 @@ function handleOf(
       monitor?.close();
       commitWatch?.close();
       await db.destroy();
+      await closeSnapshots(db);
     },
   };
 }

@@ -39,6 +39,17 @@ export function registerSnapshots(db: Kysely<Database>, source: SnapshotSource):
   sources.set(db, source);
 }
 
+/**
+ * Closes what `db`'s snapshots keep open (PostgreSQL: their pool). Called by the handle's `destroy`
+ * after the database itself: a process that read only through snapshots never opened Kysely's own
+ * pool, whose end is then a no-op, and must not wait for its snapshot connections to time out.
+ */
+export async function closeSnapshots(db: Kysely<Database>): Promise<void> {
+  const source = sources.get(db);
+  sources.delete(db);
+  await source?.close();
+}
+
 /** A new snapshot of the database behind `db`. */
 export function openSnapshot(db: Kysely<Database>): Promise<Snapshot> {
   const source = sources.get(db);

@@ -5,6 +5,7 @@ import SqliteDatabase from 'better-sqlite3';
 import pg from 'pg';
 import { copiedOnPostgres, openDatabase, preparedOnPostgres } from '../../src/db/database.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
+import { openSnapshot } from '../../src/db/snapshot.ts';
 import {
   ADMIN_PG_URL,
   bearer,
@@ -41,6 +42,33 @@ describe('PostgreSQL connections lost while idle', { skip: !STORES.includes('pos
     await new Promise((resolve) => setTimeout(resolve, 200));
 
     assert.equal((await get()).statusCode, 200);
+  });
+});
+
+describe('A PostgreSQL handle', { skip: !STORES.includes('postgres') }, () => {
+  test('read only through snapshots, closes their connection when destroyed', async () => {
+    // copy-store and accounts export read a PostgreSQL source through snapshots alone: the process
+    // must end when they are done, not when the snapshot pool's idle timer (10 s) ends it.
+    const database = await createTestDatabase('postgres');
+    const sockets = () => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
+    try {
+      const before = sockets();
+      const handle = openDatabase(database.url);
+      const snapshot = await openSnapshot(handle.db);
+      assert.deepEqual((await sql<{ one: number }>`select 1 as one`.execute(snapshot.db)).rows, [{ one: 1 }]);
+      await snapshot.release();
+      assert.equal(sockets(), before + 1, 'the snapshot connection stays in its pool between snapshots');
+      await handle.destroy();
+      // pg-pool's end() resolves once it has told each connection to end; the socket closes a
+      // moment later. Waited for up to 5 s: far above the milliseconds it takes, well below the
+      // 10 s after which the pool's idle timer would close a connection left open.
+      const deadline = Date.now() + 5000;
+      while (sockets() > before && Date.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      assert.equal(sockets(), before, 'no connection is left open');
+    } finally {
+      await database.drop();
+    }
   });
 });
 
