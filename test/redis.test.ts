@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { createServer, type Server, Socket } from 'node:net';
+import { type AddressInfo, createServer, type Server, Socket } from 'node:net';
 import { after, afterEach, before, beforeEach, describe, mock, test } from 'node:test';
 import type { Redis } from 'ioredis';
 import { openRedis, REDIS_COMMAND_TIMEOUT_MS, RedisSuspicion, redisReady } from '../src/redis.ts';
@@ -207,6 +207,26 @@ describe('a connection whose Redis dies', () => {
       connection.disconnect();
       await own.stop();
     }
+  });
+});
+
+describe('a connection that never reached Redis', () => {
+  test('disconnected, leaves no timer behind: a command-line process exits at once', async () => {
+    // A port nothing listens on: every attempt to connect is refused.
+    const probe = createServer().listen(0, '127.0.0.1');
+    await once(probe, 'listening');
+    const { port } = probe.address() as AddressInfo;
+    probe.close();
+    await once(probe, 'close');
+    const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    const before = timers();
+    const connection = openRedis(`redis://127.0.0.1:${port}`);
+    // Not events.once: it would reject at the 'error' that comes first.
+    await new Promise((resolve) => connection.once('reconnecting', resolve));
+    connection.disconnect();
+    // ioredis waits for the socket's close (up to 2 s, on a timer that keeps the process alive) even
+    // when that socket closed already, refused: `safety-api keys create` took 2 s more to exit.
+    assert.equal(timers(), before, 'no timer is left running');
   });
 });
 
