@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import { openDatabase, type Store } from '../src/db/database.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
 import { heapGrowthFlag } from '../src/server.ts';
-import { freePort, sleep, startRedis, startRelay } from './faults/harness.ts';
+import { freePort, startRedis, startRelay } from './faults/harness.ts';
 import {
   bearer,
   createTestDatabase,
@@ -17,6 +17,7 @@ import {
   startServer,
   type TestDatabase,
 } from './helpers.ts';
+import { sleep } from './wait.ts';
 
 /** A raw client connection that records what the server sends and how the connection ends. */
 interface RawConnection {

@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import { KEY_ROW_MAX_AGE_MS } from '../../src/auth/key-lookup.ts';
 import { apiKeyService } from '../../src/services/api-key-service.ts';
-import { freePort, type OwnRedis, sleep, startRedis, startRelay } from '../faults/harness.ts';
+import { freePort, type OwnRedis, startRedis, startRelay } from '../faults/harness.ts';
 import {
   captureLog,
   createSecondInstance,
@@ -19,6 +19,7 @@ import {
 } from '../helpers.ts';
 import { AdminClient, seedUser } from '../routes/admin/admin-helpers.ts';
 import { exactnessOnTwoInstances, inProcess, pageOne } from './two-instances.ts';
+import { sleep } from '../wait.ts';
 
 /**
  * PostgreSQL with Redis: key and account rows are reused while the shared generation in Redis is

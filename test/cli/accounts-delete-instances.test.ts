@@ -17,6 +17,7 @@ import {
 } from '../helpers.ts';
 import { Receiver } from '../webhooks/receiver.ts';
 import { accountRecords, importRecords } from './account-fixtures.ts';
+import { sleep } from '../wait.ts';
 
 /**
  * `accounts delete` against running servers: two real `safety-api serve` processes on one store
@@ -25,8 +26,6 @@ import { accountRecords, importRecords } from './account-fixtures.ts';
  * feed with it; the other account is served as before; the account's webhook endpoints deliver no
  * more.
  */
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 const SETTINGS: Record<Store, Record<string, string>> = {
   postgres: { REDIS_URL },

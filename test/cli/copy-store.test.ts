@@ -34,7 +34,7 @@ import {
   signInAndConsent,
   startOauthServer,
 } from '../oauth/harness.ts';
-import { importRecords, incident, until } from '../webhooks/feed.ts';
+import { importRecords, incident } from '../webhooks/feed.ts';
 import { type Received, Receiver } from '../webhooks/receiver.ts';
 import {
   type Answer,
@@ -46,6 +46,7 @@ import {
   requestsOf,
   totalOf,
 } from './store-fixtures.ts';
+import { until } from '../wait.ts';
 
 const ENV = { WEBHOOKS_ALLOW_PRIVATE: 'true', WEBHOOK_TIMEOUT_MS: '2000' };
 const IMPORT_BATCH = 40;

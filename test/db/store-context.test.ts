@@ -17,6 +17,7 @@ import { incidentRepository } from '../../src/db/repositories/incidents.ts';
 import { currentOperation, newRequestBudget, repository, runInBudget } from '../../src/db/store-context.ts';
 import { isStoreUnavailable } from '../../src/db/store-health.ts';
 import { createTestDatabase, seedAccount, STORES } from '../helpers.ts';
+import { until } from '../wait.ts';
 
 /** What the store monitor logged, as `level message {details}` lines. */
 function monitorLog() {
@@ -37,14 +38,6 @@ function asRequest<T>(budgetMs: number, work: () => Promise<T>): Promise<T> {
       work().then(resolve, reject);
     });
   });
-}
-
-async function until(condition: () => boolean | Promise<boolean>, what: string, ms = 15_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await condition())) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 async function withServerDatabase(
@@ -258,7 +251,7 @@ describe('statements that time out are named in the log', () => {
           const warn = lines.find((line) => line.level === 'warn');
           assert.equal(warn?.details.operation, operation, JSON.stringify(lines));
           await release();
-          await until(() => lines.some((line) => line.level === 'info'), 'the recovery line');
+          await until(() => lines.some((line) => line.level === 'info'), 15_000, 'the recovery line', 20);
           const info = lines.find((line) => line.level === 'info');
           assert.deepEqual(info?.details.failed, { [operation]: 1 });
           assert.doesNotMatch(JSON.stringify(lines), new RegExp(`${secretId}|${accountId}`));
@@ -299,12 +292,17 @@ describe("a feed writer's lock on its account (PostgreSQL)", { skip: !STORES.inc
           await accountRepository.lockForChanges(trx, accountId);
           secondDone = true;
         });
-        await until(async () => {
-          const { rows } = await watcher.query<{ n: number }>(
-            "select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()",
-          );
-          return (rows[0]?.n ?? 0) > 0;
-        }, 'the second writer to wait for the lock');
+        await until(
+          async () => {
+            const { rows } = await watcher.query<{ n: number }>(
+              "select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()",
+            );
+            return (rows[0]?.n ?? 0) > 0;
+          },
+          15_000,
+          'the second writer to wait for the lock',
+          20,
+        );
         assert.equal(secondDone, false);
         // Meanwhile the server writes a row that references the account (its foreign key takes a
         // KEY SHARE lock on the account), within its ~2 s statement deadline.

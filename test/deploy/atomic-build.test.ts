@@ -17,8 +17,9 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { sleep } from '../faults/harness.ts';
+import {} from '../faults/harness.ts';
 import { type CliResult, ROOT } from '../helpers.ts';
+import { sleep } from '../wait.ts';
 
 /**
  * `npm run build` while the executable runs from the same folder. Each test works on a copy of the

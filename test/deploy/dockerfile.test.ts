@@ -25,8 +25,9 @@ import {
   type JSONInstruction,
   type PropertyInstruction,
 } from 'dockerfile-ast';
-import { freePort, sleep } from '../faults/harness.ts';
+import { freePort } from '../faults/harness.ts';
 import { type CliResult, ROOT } from '../helpers.ts';
+import { sleep } from '../wait.ts';
 
 /**
  * The Dockerfile, checked without a container runtime (none runs on these machines, and no base

@@ -10,6 +10,7 @@ import type { Store } from '../../src/db/database.ts';
 import type { Database } from '../../src/db/schema.ts';
 import { openServices, type Services } from '../../src/services/index.ts';
 import { ADMIN_PG_URL, createTestDatabase } from '../helpers.ts';
+import { sleep } from '../wait.ts';
 
 /**
  * Support for fault tests: a redis-server of the test's own, a log that records what the server
@@ -26,22 +27,6 @@ export function freePort(): Promise<number> {
       probe.close(() => resolve(typeof address === 'object' && address !== null ? address.port : 0));
     });
   });
-}
-
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-/** Repeats `attempt` every `everyMs` until it returns true (at most ~`ms`); says whether it did. */
-export async function eventually(
-  attempt: () => Promise<boolean>,
-  ms = 10_000,
-  everyMs = 200,
-): Promise<boolean> {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    if (await attempt()) return true;
-    await sleep(everyMs);
-  }
-  return false;
 }
 
 export interface OwnRedis {

@@ -11,16 +11,15 @@ import { discover, seedClient } from '../oauth/harness.ts';
 import { AdminClient, seedUser as seedAdmin } from '../routes/admin/admin-helpers.ts';
 import {
   createFaultContext,
-  eventually,
   type FaultContext,
   freePort,
   ownDatabaseName,
-  sleep,
   startRelay,
   terminateBackends,
   timed,
   withAdminClient,
 } from './harness.ts';
+import { sleep, until } from '../wait.ts';
 
 /** Generous bound for an answer while the database is stuck: the store deadline is ~2.5 s. */
 const STUCK_MAX_MS = 3000;
@@ -34,9 +33,11 @@ function assertUnavailable(res: { statusCode: number; headers: Record<string, un
 
 /** Once the store is back: exactly one warn line for the outage and one info line for the recovery. */
 async function assertOneOutageLogged(ctx: FaultContext, linesBefore: number): Promise<void> {
-  assert.ok(
-    await eventually(async () => ctx.lines.slice(linesBefore).some((l) => l.level === 'info')),
-    'the recovery is logged',
+  await until(
+    async () => ctx.lines.slice(linesBefore).some((l) => l.level === 'info'),
+    10_000,
+    'the recovery line',
+    200,
   );
   const outage = ctx.lines.slice(linesBefore);
   assert.deepEqual(
@@ -70,10 +71,7 @@ if (STORES.includes('postgres')) {
         for (const res of await Promise.all(inFlight)) {
           if (res.statusCode !== 200) assertUnavailable(res, `round ${round}`);
         }
-        assert.ok(
-          await eventually(async () => (await get()).statusCode === 200),
-          `round ${round}: 200 again`,
-        );
+        await until(async () => (await get()).statusCode === 200, 10_000, `round ${round}: 200 again`, 200);
       }
       const after = await Promise.all(Array.from({ length: 20 }, get));
       assert.deepEqual(
@@ -126,9 +124,9 @@ if (STORES.includes('postgres')) {
       await isLocked;
 
       const answers: { res: LightMyRequestResponse; ms: number }[] = [];
-      const until = Date.now() + 6000;
+      const loadEnds = Date.now() + 6000;
       const batches: Promise<void>[] = [];
-      while (Date.now() < until) {
+      while (Date.now() < loadEnds) {
         batches.push(
           Promise.all(Array.from({ length: 5 }, () => timed(get))).then((batch) => {
             for (const { result, ms } of batch) answers.push({ res: result, ms });
@@ -146,7 +144,7 @@ if (STORES.includes('postgres')) {
         assert.deepEqual(res.json(), UNAVAILABLE);
         assert.ok(ms < STUCK_MAX_MS, `answered in ${Math.round(ms)} ms`);
       }
-      assert.ok(await eventually(async () => (await get()).statusCode === 200), '200 again after release');
+      await until(async () => (await get()).statusCode === 200, 10_000, '200 again after release', 200);
 
       // `select 1` answers all along, but the outage lasts while requests fail: one line each way,
       // not a down and an up line per probe.
@@ -198,7 +196,7 @@ if (STORES.includes('postgres')) {
       } finally {
         relay.slow(0);
       }
-      assert.ok(await eventually(async () => (await get()).statusCode === 404), 'answered again');
+      await until(async () => (await get()).statusCode === 404, 10_000, 'answered again', 200);
     });
   });
 
@@ -291,7 +289,7 @@ if (STORES.includes('postgres')) {
         await setAllowConnections(true);
       }
 
-      assert.ok(await eventually(async () => (await publicGet()).statusCode === 200), 'public 200 again');
+      await until(async () => (await publicGet()).statusCode === 200, 10_000, 'public 200 again', 200);
       assert.equal((await widerGet()).statusCode, 200);
       assert.equal((await adminGet()).statusCode, 200);
       assert.equal((await tokenPost()).statusCode, 200);
@@ -361,9 +359,10 @@ if (STORES.includes('postgres')) {
           );
           return rows;
         });
-      assert.ok(
-        await eventually(async () => (await open()).length === 0, 5000, 50),
-        `sessions left open: ${JSON.stringify(await open())}`,
+      await until(
+        async () => (await open()).length === 0,
+        5000,
+        async () => `no session left open (left: ${JSON.stringify(await open())})`,
       );
     }
 
@@ -407,15 +406,13 @@ if (STORES.includes('postgres')) {
           received.push(first.value as Uint8Array);
           // The client reads no further: the buffers between fill up, and PostgreSQL waits to
           // send the next rows of the COPY (ClientWrite). The export is mid-stream.
-          assert.ok(
-            await eventually(
-              async () =>
-                (await admin.query(`select pid ${COPYING} and wait_event = 'ClientWrite'`, [name]))
-                  .rowCount === 1,
-              5000,
-              20,
-            ),
+          await until(
+            async () =>
+              (await admin.query(`select pid ${COPYING} and wait_event = 'ClientWrite'`, [name])).rowCount ===
+              1,
+            5000,
             `round ${round}: the COPY waits for the client`,
+            20,
           );
           assert.equal(await terminateCopies(admin), 1, `round ${round}: one COPY ended`);
 

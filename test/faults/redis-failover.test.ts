@@ -15,7 +15,8 @@ import {
   startServer,
   type TestDatabase,
 } from '../helpers.ts';
-import { eventually, type OwnRedis, sleep, startRedis, timed } from './harness.ts';
+import { type OwnRedis, startRedis, timed } from './harness.ts';
+import { sleep, until } from '../wait.ts';
 
 /**
  * A Redis primary, its replica and three Sentinels of the test's own; two server processes with
@@ -100,18 +101,22 @@ describe(`Redis failover through Sentinel, under load (${store})`, () => {
     );
     // Each Sentinel must know the replica (in sync) and the two others before a failover can happen.
     const watching = sentinels.map((sentinel) => sentinel.inspect());
-    const ready = await eventually(async () => {
-      for (const sentinel of watching) {
-        const replicas = instances(await sentinel.call('SENTINEL', 'REPLICAS', MASTER));
-        const others = instances(await sentinel.call('SENTINEL', 'SENTINELS', MASTER));
-        const synced = replicas.some(
-          (r) => r.get('port') === String(replica.port) && r.get('master-link-status') === 'ok',
-        );
-        if (!synced || others.length < 2) return false;
-      }
-      return true;
-    }, 30_000);
-    assert.ok(ready, 'the Sentinels found the replica and each other');
+    await until(
+      async () => {
+        for (const sentinel of watching) {
+          const replicas = instances(await sentinel.call('SENTINEL', 'REPLICAS', MASTER));
+          const others = instances(await sentinel.call('SENTINEL', 'SENTINELS', MASTER));
+          const synced = replicas.some(
+            (r) => r.get('port') === String(replica.port) && r.get('master-link-status') === 'ok',
+          );
+          if (!synced || others.length < 2) return false;
+        }
+        return true;
+      },
+      30_000,
+      'the Sentinels to find the replica and each other',
+      200,
+    );
 
     database = await createTestDatabase(store);
     const redisUrl = `redis+sentinel://:${PASSWORD}@${sentinels
@@ -206,36 +211,35 @@ describe(`Redis failover through Sentinel, under load (${store})`, () => {
 
     const sentinel = sentinels[0]!.inspect();
     let promotedAt = 0;
-    const promoted = await eventually(
+    await until(
       async () => {
         const address = await sentinel.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', MASTER);
         promotedAt = Date.now();
         return Array.isArray(address) && String(address[1]) === String(replica.port);
       },
       20_000,
-      50,
+      'the Sentinels to promote the replica',
     );
-    assert.ok(promoted, 'the Sentinels promoted the replica');
 
     let sharedAt = 0;
-    const shared = await eventually(
+    await until(
       async () => {
         sharedAt = Date.now();
         return countedTogether(onReplica);
       },
       SHARED_AGAIN_WITHIN_MS * 2,
+      () => `the instances to count together on the new primary (last probe: ${lastProbe})\n${redisLines()}`,
       100,
-    );
-    assert.ok(
-      shared,
-      `the instances count together on the new primary (last probe: ${lastProbe})\n${redisLines()}`,
     );
 
     // The recovery line has no deadline of its own (sharing again does): it comes once every
     // connection of the instance has stayed ready for a second, later on a loaded machine.
-    const recovered = await eventually(
+    await until(
       async () => servers.every((server) => logged(server, AVAILABLE).length > 0),
       20_000,
+      () =>
+        `every instance to log the recovery; their Redis lines: ${JSON.stringify(servers.map((server) => logged(server, /Redis/)))}`,
+      200,
     );
     // More load once every instance is back: no more lines, nothing slower.
     await sleep(1500);
@@ -258,10 +262,6 @@ describe(`Redis failover through Sentinel, under load (${store})`, () => {
       `counting together again ${sharedAt - promotedAt} ms after the promotion`,
     );
 
-    assert.ok(
-      recovered,
-      `every instance logs the recovery; their Redis lines: ${JSON.stringify(servers.map((server) => logged(server, /Redis/)))}`,
-    );
     for (const server of servers) {
       const down = logged(server, UNAVAILABLE);
       const up = logged(server, AVAILABLE);

@@ -4,7 +4,8 @@ import type { Store } from '../../src/db/database.ts';
 import { REDIS_COMMAND_TIMEOUT_MS } from '../../src/redis.ts';
 import { bearer, STORES, seedAccount, seedKey } from '../helpers.ts';
 import { blockAfterNextWriteTo, cpuWaitMs, watchGarbageCollection } from './busy-loop.ts';
-import { createFaultContext, type FaultContext, type OwnRedis, sleep, startRedis, timed } from './harness.ts';
+import { createFaultContext, type FaultContext, type OwnRedis, startRedis, timed } from './harness.ts';
+import { sleep } from '../wait.ts';
 
 // Redis is store-independent: one store is enough to prove the fallback.
 const store = STORES[0] ?? 'sqlite';

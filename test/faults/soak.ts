@@ -8,7 +8,8 @@ import pg from 'pg';
 import type { Store } from '../../src/db/database.ts';
 import { DEMO_ACCOUNT_ID, demoRecords, writeNdjson } from '../../src/demo/demo-data.ts';
 import { createTestDatabase, runCli, type ServerProcess, startServer } from '../helpers.ts';
-import { freePort, type OwnRedis, sleep, startRedis, startRelay } from './harness.ts';
+import { freePort, type OwnRedis, startRedis, startRelay } from './harness.ts';
+import { sleep } from '../wait.ts';
 
 /**
  * A chaos soak in small: two server instances on one store, with clients reading, a follower of

@@ -5,7 +5,8 @@ import { hashPassword } from '../../src/auth/passwords.ts';
 import { apiKeyRepository } from '../../src/db/repositories/api-keys.ts';
 import { bearer, STORES, seedAccount, seedKey } from '../helpers.ts';
 import { AdminClient, seedUser as seedAdmin } from '../routes/admin/admin-helpers.ts';
-import { createFaultContext, type FaultContext, sleep, timed } from './harness.ts';
+import { createFaultContext, type FaultContext, timed } from './harness.ts';
+import { sleep } from '../wait.ts';
 
 /** Bound for a read while another process holds the write lock: no event-loop freeze. */
 const READ_MAX_MS = 300;

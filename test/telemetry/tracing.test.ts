@@ -19,6 +19,7 @@ import {
   type TestDatabase,
 } from '../helpers.ts';
 import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from './otlp-receiver.ts';
+import { until } from '../wait.ts';
 
 /** OTLP's span kinds. */
 const SERVER = 2;
@@ -162,10 +163,16 @@ for (const store of STORES) {
         );
       }
 
-      // The request's log line carries its trace and span ids.
-      const completed = logLines(server).find(
-        (line) => line.reqId === requestId && line.msg === 'request completed',
+      // The request's log line carries its trace and span ids. The server writes it once the answer
+      // is sent: it may reach this process after the answer did.
+      const completedLine = () =>
+        logLines(server).find((line) => line.reqId === requestId && line.msg === 'request completed');
+      await until(
+        () => completedLine() !== undefined,
+        10_000,
+        () => `the request's log line in\n${server.logs()}`,
       );
+      const completed = completedLine();
       assert.ok(completed !== undefined, server.logs());
       assert.equal(completed.trace_id, traceId);
       assert.ok(spans.some((span) => span.spanId === completed.span_id));
@@ -253,14 +260,6 @@ async function dropped(server: ServerProcess, reason: string): Promise<number> {
   return Number(match[1]);
 }
 
-async function eventually(check: () => Promise<boolean>, withinMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + withinMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`not in time: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
 describe('a collector that does not answer', () => {
   let database: TestDatabase;
   let key: { id: string; rawKey: string };
@@ -326,11 +325,7 @@ describe('a collector that does not answer', () => {
       await slowestRequest(server, 500);
       const slowest = await slowestRequest(server, 1000);
       assert.ok(slowest < 1000, `a request took ${Math.round(slowest)} ms`);
-      await eventually(
-        async () => (await dropped(server, 'export_failed')) > 0,
-        20_000,
-        'export_failed counted',
-      );
+      await until(async () => (await dropped(server, 'export_failed')) > 0, 20_000, 'export_failed counted');
     } finally {
       await server.stop();
     }

@@ -17,8 +17,9 @@ import { StoreUnavailableError } from '../../src/db/store-health.ts';
 import { webhookService } from '../../src/services/webhook-service.ts';
 import { WebhookDispatcher } from '../../src/webhooks/delivery.ts';
 import { bearer, createTestContext, STORES, seedAccount, seedKey, type TestContext } from '../helpers.ts';
-import { importRecords, incident, until } from './feed.ts';
+import { importRecords, incident } from './feed.ts';
 import { type Received, Receiver } from './receiver.ts';
+import { sleep, until } from '../wait.ts';
 
 /**
  * Webhook deliveries in one server instance, on each store, to real HTTP receivers: changes made by
@@ -40,8 +41,6 @@ function verify(secret: string, received: Received): unknown {
   };
   return new Webhook(secret).verify(received.body, headers);
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * Fails the next `count` writes of an endpoint's position (the delivery loop's flush) with `error`,

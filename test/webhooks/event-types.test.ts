@@ -12,8 +12,9 @@ import type {
 import { webhookService } from '../../src/services/webhook-service.ts';
 import { WebhookDispatcher } from '../../src/webhooks/delivery.ts';
 import { createTestContext, STORES, seedAccount, type TestContext } from '../helpers.ts';
-import { importRecords, incident, until } from './feed.ts';
+import { importRecords, incident } from './feed.ts';
 import { type Received, Receiver } from './receiver.ts';
+import { until } from '../wait.ts';
 
 /**
  * `created` or `updated` under delivery lag (issue 36 item 1; docs/webhooks.md, "Events"): a

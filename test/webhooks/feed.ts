@@ -32,18 +32,3 @@ export async function importRecords(ctx: TestContext, records: object[]): Promis
     rmSync(dir, { recursive: true, force: true });
   }
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Resolves once `condition` holds, looking every 50 ms; fails after `timeoutMs`, naming `what`. */
-export async function until(
-  condition: () => Promise<boolean> | boolean,
-  timeoutMs: number,
-  what: string,
-): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}

@@ -15,6 +15,7 @@ import {
   type TestContext,
 } from '../helpers.ts';
 import { type Received, Receiver } from './receiver.ts';
+import { sleep } from '../wait.ts';
 
 /**
  * Webhook delivery across real processes: changes imported by the CLI reach a receiver served by
@@ -52,8 +53,6 @@ function incidentsFile(accountId: string, count: number, from = 1): { path: stri
   );
   return { path, ids };
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The seqs in the order they first arrived: increasing when the stream kept feed order. */
 function firstArrivals(received: Received[]): number[] {
