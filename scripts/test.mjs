@@ -26,16 +26,16 @@ if (files.length === 0) {
 // Tests run the real executable, which runs the bundle: build it from the sources under test.
 await buildDist();
 // TEST_REPORT_FILE (set by scripts/test-stress.mjs): a TAP report of the run, beside the usual one.
+// TEST_FILE_TIMES=1: the slowest files at the end (scripts/test-file-times.mjs).
 const report = process.env.TEST_REPORT_FILE;
+const extra = [
+  ...(report === undefined ? [] : ['--test-reporter=tap', `--test-reporter-destination=${report}`]),
+  ...(process.env.TEST_FILE_TIMES === '1'
+    ? ['--test-reporter=./scripts/test-file-times.mjs', '--test-reporter-destination=stdout']
+    : []),
+];
 const reporters =
-  report === undefined
-    ? []
-    : [
-        '--test-reporter=spec',
-        '--test-reporter-destination=stdout',
-        '--test-reporter=tap',
-        `--test-reporter-destination=${report}`,
-      ];
+  extra.length === 0 ? [] : ['--test-reporter=spec', '--test-reporter-destination=stdout', ...extra];
 const stores = (process.env.TEST_STORES ?? 'sqlite,postgres').split(',');
 const templates = await createTemplates(stores);
 // Ctrl-C reaches the runner too (same process group); this process waits for it to stop, then
