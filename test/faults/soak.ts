@@ -71,6 +71,8 @@ interface Delivery {
   id: string;
   seq: number;
   description: string | null;
+  /** When the receiver answered it (Date.now()). */
+  at: number;
 }
 
 /** A webhook receiver of the soak's: records every event it acknowledged. */
@@ -111,6 +113,7 @@ class Receiver {
               id: event.data.id,
               seq: event.data.seq,
               description: event.data.object?.description ?? null,
+              at: Date.now(),
             });
           }
         }
@@ -650,12 +653,16 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       const known = new Set(liveAtStart);
       const last = new Map<string, string | null>();
       const done = new Set<string>();
+      const lastOf = new Map<string, Delivery>();
+      let lastRepeatAt = 0;
+      const when = (ms: number) => `${((ms - started) / 1000).toFixed(1)} s`;
       let lastSeq = 0;
       for (const delivery of receiver.acked) {
         // A repeat of an acknowledged event (an instance killed before it wrote the position) is
         // the same event: at least once, with the same webhook-id.
         if (done.has(delivery.webhookId)) {
           count(`${receiver.name}: repeats after a 2xx`);
+          lastRepeatAt = delivery.at;
           continue;
         }
         done.add(delivery.webhookId);
@@ -668,10 +675,15 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         // Created again for a record it holds: right only if the record left the view and came
         // back meanwhile (the deletion compacted away before it was sent).
         if (action === 'created' && known.has(delivery.id) && !leftTheView(delivery.id))
-          violate(`${receiver.name}: incident.created for ${delivery.id}, which it holds`);
+          violate(
+            `${receiver.name}: incident.created for ${delivery.id}, which it holds ` +
+              `(seq ${delivery.seq} at ${when(delivery.at)}; its last acknowledged event was seq ${lastOf.get(delivery.id)?.seq} ` +
+              `${lastOf.get(delivery.id)?.type} at ${when(lastOf.get(delivery.id)?.at ?? started)}; last repeat after a 2xx at ${when(lastRepeatAt || started)})`,
+          );
         if (action === 'deleted') known.delete(delivery.id);
         else known.add(delivery.id);
         last.set(delivery.id, action === 'deleted' ? null : delivery.description);
+        lastOf.set(delivery.id, delivery);
       }
       for (const [id, versions] of model) {
         if (versions.length < 2) continue;
