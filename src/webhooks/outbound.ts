@@ -170,10 +170,14 @@ export class OutboundClient {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
     // One controller and one timer per attempt, both let go at its end (AbortSignal.timeout and
-    // AbortSignal.any would leave a timer and a signal behind for each of thousands a second).
+    // AbortSignal.any would leave a timer and a signal behind for each of thousands a second). The
+    // timer is the attempt's one deadline (undici's own header and body timers are off), judged
+    // after a turn of the event loop: a loop kept busy past it (a starved process, a long piece of
+    // synchronous work) runs its timers before it reads the answer that arrived meanwhile, and that
+    // answer came in time. Taken for a timeout, a 2xx would be sent again, as a later event.
     const attempt = new AbortController();
     const timer = setTimeout(
-      () => attempt.abort(new DOMException('timeout', 'TimeoutError')),
+      () => setImmediate(() => attempt.abort(new DOMException('timeout', 'TimeoutError'))),
       this.options.timeoutMs,
     );
     const stop = () => attempt.abort(signal?.reason);
@@ -186,8 +190,8 @@ export class OutboundClient {
         headers: { ...headers, 'content-type': 'application/json', 'user-agent': USER_AGENT },
         body,
         signal: attempt.signal,
-        headersTimeout: this.options.timeoutMs,
-        bodyTimeout: this.options.timeoutMs,
+        headersTimeout: 0,
+        bodyTimeout: 0,
       });
       const excerpt = await readAnswer(answer.body, answer.statusCode >= 300);
       const ok = answer.statusCode >= 200 && answer.statusCode < 300;

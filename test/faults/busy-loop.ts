@@ -5,25 +5,41 @@ import { mock } from 'node:test';
 
 /**
  * Keeps this process's event loop busy for `ms` right after its next write to a socket connected
- * to `port` (a Redis of the test's own) returns: the command is on its way and Redis answers at
- * once, but nothing is read until the loop is free again, as after a burst of requests or during an
- * import. Resolves with how long the loop was held.
+ * to `port` (a Redis of the test's own, a receiver in another process) returns: the command is on
+ * its way and the other side answers at once, but nothing is read until the loop is free again, as
+ * after a burst of requests or during an import. Resolves with how long the loop was held.
+ * - `matching`: the first write for which it holds (by default, the next one).
+ * - `flushed`: held from the next turn of the loop instead of inside the write, once a socket that
+ *   was corked (undici writes a request's head and body together) has sent it.
+ * - `alsoUntil`: held past `ms` until it holds too (looked at synchronously, for at most a minute).
  */
-export function blockAfterNextWriteTo(port: number, ms: number): Promise<number> {
+export function blockAfterNextWriteTo(
+  port: number,
+  ms: number,
+  {
+    matching = () => true,
+    flushed = false,
+    alsoUntil = () => true,
+  }: { matching?: (data: unknown) => boolean; flushed?: boolean; alsoUntil?: () => boolean } = {},
+): Promise<number> {
   const write = Socket.prototype.write;
   return new Promise((resolve) => {
+    const hold = () => {
+      const started = performance.now();
+      while (performance.now() - started < ms || (!alsoUntil() && performance.now() - started < 60_000)) {
+        // Busy: synchronous work, no I/O read.
+      }
+      resolve(performance.now() - started);
+    };
     const spy = mock.method(
       Socket.prototype,
       'write',
       function (this: Socket, ...args: Parameters<Socket['write']>) {
         const written = write.apply(this, args);
-        if (this.remotePort !== port) return written;
+        if (this.remotePort !== port || !matching(args[0])) return written;
         spy.mock.restore();
-        const started = performance.now();
-        while (performance.now() - started < ms) {
-          // Busy: synchronous work, no I/O read.
-        }
-        resolve(performance.now() - started);
+        if (flushed) setImmediate(hold);
+        else hold();
         return written;
       },
     );

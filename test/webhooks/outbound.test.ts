@@ -1,7 +1,13 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { InputError } from '../../src/errors.ts';
 import { addressProblem, OutboundClient, type Resolver } from '../../src/webhooks/outbound.ts';
+import { blockAfterNextWriteTo } from '../faults/busy-loop.ts';
 import { Receiver } from './receiver.ts';
 
 const resolverOf =
@@ -162,6 +168,46 @@ describe('the outbound guard: at delivery, on the address dialled', () => {
     assert.equal(result.error, 'no answer within 300 ms');
     assert.ok(result.durationMs >= 290 && result.durationMs < 2000, `${result.durationMs} ms`);
     await client.close();
+  });
+
+  test('an answer that came in time while the event loop was busy past the timeout is a success, not a timeout', async () => {
+    // The receiver is another process: it answers while this one is held busy, and says so in a
+    // file once its answer has left.
+    const dir = mkdtempSync(join(tmpdir(), 'outbound-busy-'));
+    const answered = join(dir, 'answered');
+    const child = spawn(
+      process.execPath,
+      [
+        '-e',
+        `const server = require('node:http').createServer((request, response) => {
+           request.resume();
+           request.on('end', () => response.end(() => require('node:fs').writeFileSync(process.argv[1], '')));
+         });
+         server.listen(0, '127.0.0.1', () => console.log(server.address().port));`,
+        answered,
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    try {
+      const [line] = (await once(child.stdout, 'data')) as [Buffer];
+      const port = Number(line.toString().trim());
+      const client = new OutboundClient({ allowPrivate: true, timeoutMs: 300 });
+      // Held once the request's body is written: the answer arrives meanwhile, but is read only
+      // after the timeout's timer is due (a starved process, a long synchronous piece of work).
+      const body = '{"the":"body"}';
+      const held = blockAfterNextWriteTo(port, 800, {
+        matching: (data) => String(data).endsWith(body),
+        flushed: true,
+        alsoUntil: () => existsSync(answered),
+      });
+      const result = await client.post(`http://127.0.0.1:${port}/hook`, {}, body);
+      assert.ok((await held) >= 800);
+      assert.deepEqual([result.status, result.error], [200, null]);
+      await client.close();
+    } finally {
+      child.kill();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('at most 64 KiB of an answer is read: a receiver that streams without end does not hold the attempt', async () => {
