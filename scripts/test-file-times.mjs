@@ -1,18 +1,38 @@
-// A node:test reporter (`TEST_FILE_TIMES=1 npm test`): at the end of the run, the files that took
+// A node:test reporter that `npm test` always adds: at the end of the run, the files that took
 // longest, each with the time of its top-level tests (a file's tests run one after another, so
-// that is the file's time, less the few hundred milliseconds of loading it).
+// that is the file's time, less the few hundred milliseconds of loading it). It also keeps each
+// file's time in .cache/test-file-times.json, from which the next run starts the slowest files
+// first (scripts/test.mjs): a long file started last would run alone at the end.
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { relative } from 'node:path';
+
+export const TIMES_FILE = '.cache/test-file-times.json';
+
+/** The times kept by earlier runs, by file path relative to the project; empty when there are none. */
+export function keptTimes() {
+  try {
+    return JSON.parse(readFileSync(TIMES_FILE, 'utf8'));
+  } catch {
+    return {};
+  }
+}
+
 export default async function* fileTimes(source) {
   const files = new Map();
   for await (const event of source) {
     if ((event.type === 'test:pass' || event.type === 'test:fail') && event.data.nesting === 0) {
-      const file = event.data.file ?? '(unknown)';
+      const file = relative(process.cwd(), event.data.file ?? '(unknown)');
       files.set(file, (files.get(file) ?? 0) + (event.data.details.duration_ms ?? 0));
     }
   }
-  const root = `${process.cwd()}/`;
   const sorted = [...files].sort((a, b) => b[1] - a[1]);
   const total = sorted.reduce((sum, [, ms]) => sum + ms, 0);
+  try {
+    mkdirSync('.cache', { recursive: true });
+    writeFileSync(TIMES_FILE, JSON.stringify({ ...keptTimes(), ...Object.fromEntries(sorted) }, null, 1));
+  } catch {
+    // Only an ordering hint: a run that cannot keep it is not failed for that.
+  }
   yield `\nslowest test files (of ${sorted.length}, ${(total / 1000).toFixed(0)} s in all):\n`;
-  for (const [file, ms] of sorted.slice(0, 25))
-    yield `${(ms / 1000).toFixed(1).padStart(7)} s  ${file.replace(root, '')}\n`;
+  for (const [file, ms] of sorted.slice(0, 15)) yield `${(ms / 1000).toFixed(1).padStart(7)} s  ${file}\n`;
 }

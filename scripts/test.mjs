@@ -5,6 +5,7 @@ import { once } from 'node:events';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { buildDist } from './build.mjs';
+import { keptTimes } from './test-file-times.mjs';
 import { createTemplates } from './test-templates.mjs';
 
 function testFiles(dir) {
@@ -16,26 +17,29 @@ function testFiles(dir) {
 }
 
 const filters = process.argv.slice(2);
+// The slowest files first, by the times the last runs kept (scripts/test-file-times.mjs); files with
+// no time kept (new ones, or every file on a fresh checkout) before them, in name order.
+const kept = keptTimes();
 const files = testFiles('test')
   .filter((file) => filters.length === 0 || filters.some((f) => file.includes(f)))
-  .sort();
+  .sort()
+  .sort((a, b) => (kept[b] ?? Number.POSITIVE_INFINITY) - (kept[a] ?? Number.POSITIVE_INFINITY) || 0);
 if (files.length === 0) {
   console.error('no test files matched');
   process.exit(1);
 }
 // Tests run the real executable, which runs the bundle: build it from the sources under test.
 await buildDist();
-// TEST_REPORT_FILE (set by scripts/test-stress.mjs): a TAP report of the run, beside the usual one.
-// TEST_FILE_TIMES=1: the slowest files at the end (scripts/test-file-times.mjs).
+// The usual report, then the slowest files (scripts/test-file-times.mjs); TEST_REPORT_FILE (set by
+// scripts/test-stress.mjs): a TAP report of the run as well.
 const report = process.env.TEST_REPORT_FILE;
-const extra = [
+const reporters = [
+  '--test-reporter=spec',
+  '--test-reporter-destination=stdout',
+  '--test-reporter=./scripts/test-file-times.mjs',
+  '--test-reporter-destination=stdout',
   ...(report === undefined ? [] : ['--test-reporter=tap', `--test-reporter-destination=${report}`]),
-  ...(process.env.TEST_FILE_TIMES === '1'
-    ? ['--test-reporter=./scripts/test-file-times.mjs', '--test-reporter-destination=stdout']
-    : []),
 ];
-const reporters =
-  extra.length === 0 ? [] : ['--test-reporter=spec', '--test-reporter-destination=stdout', ...extra];
 const stores = (process.env.TEST_STORES ?? 'sqlite,postgres').split(',');
 const templates = await createTemplates(stores);
 // Ctrl-C reaches the runner too (same process group); this process waits for it to stop, then
@@ -46,7 +50,7 @@ let code = 1;
 try {
   const runner = spawn(
     process.execPath,
-    ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=120000', ...reporters, ...files],
+    ['--import', 'tsx', '--test', '--test-concurrency=3', '--test-timeout=120000', ...reporters, ...files],
     { stdio: 'inherit', env: { ...process.env, ...templates.env } },
   );
   [code] = await once(runner, 'exit');
