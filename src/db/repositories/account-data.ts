@@ -66,16 +66,8 @@ export interface OauthGrantRow {
 /** Rows erased per table by `erase`, for the service log. */
 export type ErasedCounts = Record<ErasedTable, number>;
 
-/**
- * Every table `erase` deletes from, in the order it does: rows that point at others before those
- * they point at, the account last.
- */
-export const ERASED_TABLES = [
-  'key_usage',
-  'oauth_payloads',
-  'admin_sessions',
-  'webhook_attempts',
-  'webhook_acknowledged',
+/** The tables `erase` empties of the account's rows by their `account_id` alone, in its order. */
+const ERASED_BY_ACCOUNT_ID = [
   'webhook_endpoints',
   'audit_events',
   'incident_blocks',
@@ -86,6 +78,19 @@ export const ERASED_TABLES = [
   'locations',
   'oauth_clients',
   'api_keys',
+] as const;
+
+/**
+ * Every table `erase` deletes from, in the order it does: rows that point at others before those
+ * they point at, the account last.
+ */
+export const ERASED_TABLES = [
+  'key_usage',
+  'oauth_payloads',
+  'admin_sessions',
+  'webhook_attempts',
+  'webhook_acknowledged',
+  ...ERASED_BY_ACCOUNT_ID,
   'accounts',
 ] as const satisfies readonly (keyof Database)[];
 
@@ -373,18 +378,7 @@ export const accountDataRepository = repository('accountDataRepository', {
       'webhook_acknowledged',
       db.deleteFrom('webhook_acknowledged').where('endpoint_id', 'in', endpointIds).execute(),
     );
-    for (const table of [
-      'webhook_endpoints',
-      'audit_events',
-      'incident_blocks',
-      'incident_tombstones',
-      'incidents',
-      'users',
-      'departments',
-      'locations',
-      'oauth_clients',
-      'api_keys',
-    ] as const) {
+    for (const table of ERASED_BY_ACCOUNT_ID) {
       await count(table, db.deleteFrom(table).where('account_id', '=', accountId).execute());
     }
     await count('accounts', db.deleteFrom('accounts').where('id', '=', accountId).execute());
