@@ -269,13 +269,9 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs the real `safety-api` executable in a child process. */
-export function runCli(args: string[], env: Record<string, string>, stdin = ''): Promise<CliResult> {
+/** The exit code and whole output of `child` (whose standard streams are pipes), once it closes. */
+export function outputOf(child: ChildProcessWithoutNullStreams): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(ROOT, 'bin/safety-api.js'), ...args], {
-      cwd: ROOT,
-      env: { ...process.env, LOG_LEVEL: 'silent', ...env },
-    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => {
@@ -286,8 +282,23 @@ export function runCli(args: string[], env: Record<string, string>, stdin = ''):
     });
     child.on('error', reject);
     child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-    child.stdin.end(stdin);
   });
+}
+
+/** Runs `node ARGS` in `cwd` with `stdin`, LOG_LEVEL silent unless `env` says otherwise. */
+export function runNode(
+  args: string[],
+  { cwd = ROOT, env = {}, stdin = '' }: { cwd?: string; env?: Record<string, string>; stdin?: string } = {},
+): Promise<CliResult> {
+  const child = spawn(process.execPath, args, { cwd, env: { ...process.env, LOG_LEVEL: 'silent', ...env } });
+  const output = outputOf(child);
+  child.stdin.end(stdin);
+  return output;
+}
+
+/** Runs the real `safety-api` executable in a child process. */
+export function runCli(args: string[], env: Record<string, string>, stdin = ''): Promise<CliResult> {
+  return runNode([join(ROOT, 'bin/safety-api.js'), ...args], { env, stdin });
 }
 
 export interface ServerProcess {

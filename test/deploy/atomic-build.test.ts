@@ -17,8 +17,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import {} from '../faults/harness.ts';
-import { type CliResult, ROOT } from '../helpers.ts';
+import { type CliResult, ROOT, runNode } from '../helpers.ts';
 import { sleep } from '../wait.ts';
 
 /**
@@ -35,25 +34,8 @@ function copyProject(): string {
   return dir;
 }
 
-function run(dir: string, args: string[], env: Record<string, string> = {}): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, {
-      cwd: dir,
-      env: { ...process.env, LOG_LEVEL: 'silent', ...env },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => {
-      stdout += d;
-    });
-    child.stderr.on('data', (d) => {
-      stderr += d;
-    });
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-    child.stdin.end();
-  });
-}
+const run = (dir: string, args: string[], env: Record<string, string> = {}): Promise<CliResult> =>
+  runNode(args, { cwd: dir, env });
 
 /** The build dist/current points at, or null. */
 function currentBuild(dir: string): string | null {

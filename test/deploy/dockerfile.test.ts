@@ -26,7 +26,7 @@ import {
   type PropertyInstruction,
 } from 'dockerfile-ast';
 import { freePort } from '../faults/harness.ts';
-import { type CliResult, ROOT } from '../helpers.ts';
+import { outputOf, ROOT } from '../helpers.ts';
 import { sleep } from '../wait.ts';
 
 /**
@@ -249,19 +249,6 @@ describe("the runtime stage's recipe, run on this machine", () => {
     return spawn(command as string, args, { cwd: app, env, ...NOBODY });
   }
 
-  async function finished(child: ChildProcessWithoutNullStreams): Promise<CliResult> {
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => {
-      stdout += d;
-    });
-    child.stderr.on('data', (d) => {
-      stderr += d;
-    });
-    const [code] = await once(child, 'close');
-    return { code: code as number, stdout, stderr };
-  }
-
   test('serves as an unprivileged user from a read-only folder, answers healthcheck, stops cleanly on the stop signal', async () => {
     const unchanged = snapshot(app);
     const server = safetyApi(json(only(runtimeStage, 'CMD')));
@@ -289,8 +276,8 @@ describe("the runtime stage's recipe, run on this machine", () => {
       const content = only(runtimeStage, 'HEALTHCHECK').getArgumentsContent() ?? '';
       const [probe, ...args] = JSON.parse(content.slice(content.indexOf('['))) as string[];
       assert.equal(probe, json(only(runtimeStage, 'ENTRYPOINT'))[0]);
-      assert.deepEqual(await finished(safetyApi(args)), { code: 0, stdout: '', stderr: '' });
-      const version = await finished(safetyApi(['--version']));
+      assert.deepEqual(await outputOf(safetyApi(args)), { code: 0, stdout: '', stderr: '' });
+      const version = await outputOf(safetyApi(['--version']));
       assert.deepEqual(version, { code: 0, stdout: `${manifest.version}\n`, stderr: '' });
 
       server.kill(only(runtimeStage, 'STOPSIGNAL').getArgumentsContent() as NodeJS.Signals);
