@@ -180,6 +180,8 @@ interface Unwritten {
   forgotten: Map<string, Pick<AcknowledgedRecord, 'record_type' | 'record_id'>>;
   /** The new floor (`known_through`) after a whole read; then every acknowledged record is forgotten. */
   knownThrough: number | null;
+  /** After a failed attempt: when the retry goes, written with the attempt. */
+  retry: { failing_since: string; failed_attempts: number; next_attempt_at: string } | null;
 }
 
 const recordKey = (type: string, id: string) => `${type}:${id}`;
@@ -311,6 +313,7 @@ class EndpointWorker {
       acknowledged: new Map(),
       forgotten: new Map(),
       knownThrough: null,
+      retry: null,
     });
   }
 
@@ -511,8 +514,13 @@ class EndpointWorker {
       });
       done.last = { status: result.status, at: at.toISOString() };
       if (outcome !== 'success') {
+        // The attempt, the position before it and the retry's time in one write: nobody reads a
+        // failed attempt with no retry scheduled.
+        const failure = this.failure(row, result, at, recovered);
+        if ('retry' in failure) done.retry = failure.retry;
         const held = await this.write();
-        return held && (await this.fail(row, result, at, recovered));
+        if (held && 'disable' in failure) await this.disable(row, failure.disable);
+        return held && 'retry' in failure;
       }
       metrics.latency.observe(Math.max(0, (Date.now() - Date.parse(change.changed_at)) / 1000));
       position = change.seq;
@@ -550,6 +558,7 @@ class EndpointWorker {
         ...(done.knownThrough === null ? {} : { known_through: done.knownThrough }),
         ...(done.last === null ? {} : { last_attempt_at: done.last.at, last_status: done.last.status }),
         ...(done.recovered ? { failing_since: null, failed_attempts: 0, next_attempt_at: null } : {}),
+        ...(done.retry ?? {}),
         updated_at: new Date().toISOString(),
       });
       if (!applied) return false;
@@ -572,35 +581,27 @@ class EndpointWorker {
 
   /**
    * After a failed attempt: a 410 disables the endpoint at once, failing for longer than
-   * WEBHOOK_DISABLE_AFTER_HOURS too; otherwise the retry is scheduled. False when disabled.
+   * WEBHOOK_DISABLE_AFTER_HOURS too (the reason is returned); otherwise the retry is scheduled.
    */
-  private async fail(
+  private failure(
     row: LeasedEndpointRow,
     result: PostResult,
     at: Date,
     recovered: boolean,
-  ): Promise<boolean> {
-    const { db, disableAfterHours } = this.dispatcher.options;
+  ): { disable: string } | { retry: NonNullable<Unwritten['retry']> } {
+    const { disableAfterHours } = this.dispatcher.options;
     const failingSince = recovered || row.failing_since === null ? at.toISOString() : row.failing_since;
     const failures = recovered ? 1 : row.failed_attempts + 1;
-    if (result.status === 410) {
-      await this.disable(row, `the receiver answered 410 Gone (${at.toISOString()})`);
-      return false;
-    }
-    if (at.getTime() - Date.parse(failingSince) >= disableAfterHours * 3_600_000) {
-      await this.disable(row, `failing since ${failingSince} (last: ${result.error ?? 'no answer'})`);
-      return false;
-    }
+    if (result.status === 410) return { disable: `the receiver answered 410 Gone (${at.toISOString()})` };
+    if (at.getTime() - Date.parse(failingSince) >= disableAfterHours * 3_600_000)
+      return { disable: `failing since ${failingSince} (last: ${result.error ?? 'no answer'})` };
     // From the attempt's end as the delivery log records it (`at` + `duration_ms`): counted from its
     // start, a timeout (10 s by default) would already have used up the first step (about 5 s), and
     // the retry would leave at once.
     const next = new Date(at.getTime() + result.durationMs + retryDelayMs(failures));
-    return webhookRepository.updateLeased(db, row.id, this.token, {
-      failing_since: failingSince,
-      failed_attempts: failures,
-      next_attempt_at: next.toISOString(),
-      updated_at: new Date().toISOString(),
-    });
+    return {
+      retry: { failing_since: failingSince, failed_attempts: failures, next_attempt_at: next.toISOString() },
+    };
   }
 
   private async disable(row: LeasedEndpointRow, reason: string): Promise<void> {
