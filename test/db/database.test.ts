@@ -16,6 +16,7 @@ import {
   STORES,
   type TestContext,
 } from '../helpers.ts';
+import { until } from '../wait.ts';
 
 describe('PostgreSQL connections lost while idle', { skip: !STORES.includes('postgres') }, () => {
   let ctx: TestContext;
@@ -62,9 +63,7 @@ describe('A PostgreSQL handle', { skip: !STORES.includes('postgres') }, () => {
       // pg-pool's end() resolves once it has told each connection to end; the socket closes a
       // moment later. Waited for up to 5 s: far above the milliseconds it takes, well below the
       // 10 s after which the pool's idle timer would close a connection left open.
-      const deadline = Date.now() + 5000;
-      while (sockets() > before && Date.now() < deadline)
-        await new Promise((resolve) => setTimeout(resolve, 10));
+      await until(() => sockets() <= before, 5000, 'the snapshot connection to close', 10);
       assert.equal(sockets(), before, 'no connection is left open');
     } finally {
       await database.drop();
