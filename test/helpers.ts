@@ -75,18 +75,25 @@ export interface TestContext {
   close(): Promise<void>;
 }
 
+/** What the services of a test's application say (the stores going away and coming back). */
+export type ServicesLogger = Parameters<typeof openServices>[1];
+const SILENT_SERVICES: ServicesLogger = { warn: () => {}, error: () => {} };
+
 /**
  * A migrated database and the whole application on it, ready for `app.inject`. `logStream`
- * receives the log lines (with `LOG_LEVEL` set in `env`).
+ * receives the log lines (with `LOG_LEVEL` set in `env`), `servicesLogger` what the services say.
  */
 export async function createTestContext(
   store: Store,
   env: Record<string, string> = {},
-  { logStream }: { logStream?: DestinationStream } = {},
+  {
+    logStream,
+    servicesLogger = SILENT_SERVICES,
+  }: { logStream?: DestinationStream; servicesLogger?: ServicesLogger } = {},
 ): Promise<TestContext> {
   const database = await createTestDatabase(store, { migrated: true });
   const config = loadConfig({ LOG_LEVEL: 'silent', ...env, DATABASE_URL: database.url });
-  const services = await openServices(config, { warn: () => {}, error: () => {} });
+  const services = await openServices(config, servicesLogger);
   const app = await buildApp(config, services, { logStream });
   await app.ready();
   return {
@@ -115,7 +122,7 @@ export async function createSecondInstance(
   { logStream }: { logStream?: DestinationStream } = {},
 ): Promise<Pick<TestContext, 'app' | 'services' | 'close'>> {
   const config = { ...ctx.config, ...overrides };
-  const services = await openServices(config, { warn: () => {}, error: () => {} });
+  const services = await openServices(config, SILENT_SERVICES);
   const app = await buildApp(config, services, { logStream });
   await app.ready();
   return {
