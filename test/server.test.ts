@@ -17,7 +17,7 @@ import {
   startServer,
   type TestDatabase,
 } from './helpers.ts';
-import { sleep } from './wait.ts';
+import { sleep, until } from './wait.ts';
 
 /** A raw client connection that records what the server sends and how the connection ends. */
 interface RawConnection {
@@ -87,6 +87,14 @@ function startSignInPost(connection: RawConnection): { finish(pipelined?: string
   );
   return { finish: (pipelined = '') => connection.socket.write(SIGN_IN_BODY.slice(1) + pipelined) };
 }
+
+/** Resolves once `server` has logged a line matching `line` (fails after 10 s, naming `what`). */
+function logged(server: ServerProcess, line: RegExp, what: string): Promise<void> {
+  return until(() => line.test(server.logs()), 10_000, what, 20);
+}
+
+/** Fastify's line for a sign-in request whose head the server has read: it is in flight. */
+const SIGN_IN_RECEIVED = /"url":"\/admin\/sign-in"[^\n]*"msg":"incoming request"/;
 
 /**
  * Waits for the process to exit (killing it past `maxMs` and a margin) and asserts its exit code
@@ -197,8 +205,8 @@ for (const store of STORES) {
         idle.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
         const inFlight = await rawConnection(server.port);
         const post = startSignInPost(inFlight);
-        await sleep(300); // the server has the request's headers: it is in flight
-        while (!idle.received().includes('\r\n\r\n')) await sleep(20);
+        await logged(server, SIGN_IN_RECEIVED, 'the sign-in request to be in flight');
+        await until(() => idle.received().includes('\r\n\r\n'), 10_000, "the idle connection's answer", 20);
 
         server.signal('SIGTERM');
         assert.equal(await within(idle.ended, 3000), 'fin', 'the idle connection is closed cleanly');
@@ -236,9 +244,9 @@ for (const store of STORES) {
       try {
         const inFlight = await rawConnection(server.port);
         const post = startSignInPost(inFlight);
-        await sleep(300);
+        await logged(server, SIGN_IN_RECEIVED, 'the sign-in request to be in flight');
         server.signal('SIGTERM');
-        await sleep(300);
+        await logged(server, /"msg":"shutting down"/, 'the shutdown to begin');
         post.finish();
         // Kept alive after its answer, the connection would hold the process for 72 s.
         assert.equal(await within(inFlight.ended, 3000), 'fin');
@@ -266,7 +274,7 @@ describe('shutdown deadline and hung stores', () => {
     try {
       const stuck = await rawConnection(server.port);
       startSignInPost(stuck); // and never the rest
-      await sleep(300);
+      await logged(server, SIGN_IN_RECEIVED, 'the sign-in request to be in flight');
       server.signal('SIGTERM');
       await assertExits(server, 1, 15_000, 9000);
       assert.equal(
@@ -309,13 +317,12 @@ describe('METRICS_PORT', () => {
     try {
       // Logged just after the main port's line, which startServer waits for.
       const listening = new RegExp(`metrics listening at http://127\\.0\\.0\\.1:${metricsPort}/metrics`);
-      for (let i = 0; i < 100 && !listening.test(server.logs()); i += 1) await sleep(50);
-      assert.match(server.logs(), listening);
+      await logged(server, listening, 'the metrics port to listen');
       assert.equal((await fetch(`${server.url}/metrics`)).status, 404);
       // A scraper's connection, kept alive.
       const scrape = await rawConnection(metricsPort);
       scrape.socket.write('GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n');
-      while (!/http_requests_total/.test(scrape.received())) await sleep(20);
+      await until(() => /http_requests_total/.test(scrape.received()), 10_000, "the scrape's answer", 20);
       assert.equal(responsesIn(scrape.received())[0]?.status, 200);
 
       server.signal('SIGTERM');

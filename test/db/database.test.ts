@@ -25,7 +25,7 @@ describe('PostgreSQL connections lost while idle', { skip: !STORES.includes('pos
     ctx = await createTestContext(
       'postgres',
       {},
-      { servicesLogger: { warn: (details) => warnings.push(details), error: () => {} } },
+      { servicesLogger: { warn: (details: object) => warnings.push(details), error: () => {} } },
     );
   });
   after(() => ctx.close());
