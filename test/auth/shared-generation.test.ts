@@ -19,7 +19,7 @@ import {
 } from '../helpers.ts';
 import { AdminClient, seedUser } from '../routes/admin/admin-helpers.ts';
 import { exactnessOnTwoInstances, inProcess, pageOne } from './two-instances.ts';
-import { sleep } from '../wait.ts';
+import { sleep, until } from '../wait.ts';
 
 /**
  * PostgreSQL with Redis: key and account rows are reused while the shared generation in Redis is
@@ -192,8 +192,17 @@ if (STORES.includes('postgres')) {
       } finally {
         redis.process.kill('SIGCONT');
       }
-      // Redis is back with the generation the rows were first read under: they are gone all the same.
-      await new Promise((resolve) => setTimeout(resolve, 1100));
+      // Redis is back with the generation the rows were first read under: they are gone all the
+      // same. Asked once the instance keeps rows again: another key, asked twice, is read once.
+      const other = await seedKey(ctx.db, accountId);
+      await until(
+        async () => {
+          await queriesFor(ctx.app, other.rawKey, 1);
+          return (await queriesFor(ctx.app, other.rawKey, 1)) === 0;
+        },
+        10_000,
+        'the instance to keep rows again (Redis asked after the suspicion)',
+      );
       assert.equal((await pageOne(ctx.app, key.rawKey)).json().error, 'API_KEY_INVALID');
     });
 
@@ -283,8 +292,7 @@ if (STORES.includes('postgres')) {
       const before = await connected();
       await apiKeyService.disable(ctx.db, key.id, 'test');
       await inspect.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
-      const deadline = Date.now() + 10_000;
-      while ((await connected()) < before && Date.now() < deadline) await sleep(20);
+      await until(async () => (await connected()) >= before, 10_000, 'the instance to reconnect', 20);
       assert.equal(await connected(), before, 'the instance reconnected');
 
       assert.equal((await pageOne(ctx.app, key.rawKey)).json().error, 'API_KEY_INVALID');

@@ -8,6 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Database } from '../../src/db/schema.ts';
 import { bearer, runCli, seedAccount, seedIncidents, seedKey } from '../helpers.ts';
+import { until } from '../wait.ts';
 
 /**
  * The exactness rule on two instances of one store: a revocation, disabling, scope or plan change
@@ -180,7 +181,8 @@ export function exactnessOnTwoInstances(cluster: () => TwoInstances): void {
       }
     };
     const clients = instances.flatMap((instance) => Array.from({ length: 8 }, () => load(instance)));
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // The load is under way (each client answered a few times) before the key is revoked.
+    await until(() => servedBefore >= 3 * 8 * instances.length, 30_000, 'the load to be under way');
     await cli('keys', 'revoke', key.id);
     revokedAt = Date.now();
     await Promise.all(clients);
