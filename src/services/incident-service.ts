@@ -12,6 +12,11 @@ export interface IncidentTotals {
   total: number;
   /** The account's `data_version`: the holes in its positions are those of this version. */
   version: number;
+  /**
+   * The account's `created_at`: an account id erased and imported again counts its versions from
+   * 0 again, under a new `created_at`, and must not meet the holes of its earlier life.
+   */
+  incarnation: string;
 }
 
 /**
@@ -45,7 +50,7 @@ function rankMap(holes: HoleBlock[]): RankMap {
 const rankMapBytes = (map: RankMap, key: string) =>
   map.holes.length * 40 + key.length * 2 + ENTRY_OVERHEAD_BYTES;
 
-/** Per database: an account id and version say nothing about another database's holes. */
+/** Per database: an account and version say nothing about another database's holes. */
 const rankMaps = new WeakMap<Kysely<Database>, Lru<string, RankMap>>();
 
 function keepRankMaps(db: Kysely<Database>, maxBytes: number): Lru<string, RankMap> {
@@ -54,9 +59,13 @@ function keepRankMaps(db: Kysely<Database>, maxBytes: number): Lru<string, RankM
   return maps;
 }
 
-async function rankMapOf(db: Kysely<Database>, accountId: string, version: number): Promise<RankMap> {
+async function rankMapOf(
+  db: Kysely<Database>,
+  accountId: string,
+  { version, incarnation }: IncidentTotals,
+): Promise<RankMap> {
   const maps = rankMaps.get(db) ?? keepRankMaps(db, cacheBudgets(DEFAULT_CACHE_MAX_MB).rankMaps);
-  const key = `${accountId}\n${version}`;
+  const key = `${accountId}\n${incarnation}\n${version}`;
   let map = maps.get(key);
   if (map === undefined) {
     map = rankMap(await incidentRepository.listHoleBlocks(db, accountId));
@@ -117,14 +126,14 @@ export const incidentService = {
   async listNewestFirst(
     db: Kysely<Database>,
     accountId: string,
-    { total, version }: IncidentTotals,
+    totals: IncidentTotals,
     offset: number,
     limit: number,
   ): Promise<Incident[]> {
-    const highest = total - offset;
+    const highest = totals.total - offset;
     if (highest < 1) return [];
     const count = Math.min(limit, highest);
-    const map = await rankMapOf(db, accountId, version);
+    const map = await rankMapOf(db, accountId, totals);
     const top = map.holes.length === 0 ? highest : await positionOf(db, accountId, map, highest);
     const rows = await incidentRepository.listFromPosition(db, accountId, top, count);
     return rows.map(toIncident);
@@ -132,8 +141,12 @@ export const incidentService = {
 
   /** The account's `incident_count` (kept by every writer of incidents: never a COUNT(*)) and version. */
   async totals(db: Kysely<Database>, accountId: string): Promise<IncidentTotals> {
-    const account = await accountRepository.findById(db, accountId);
-    return { total: account?.incident_count ?? 0, version: account?.data_version ?? 0 };
+    const account = await accountRepository.pagingState(db, accountId);
+    return {
+      total: account?.incident_count ?? 0,
+      version: account?.data_version ?? 0,
+      incarnation: account?.created_at ?? '',
+    };
   },
 
   async findById(db: Kysely<Database>, accountId: string, id: string): Promise<Incident | undefined> {

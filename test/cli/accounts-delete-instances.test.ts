@@ -107,6 +107,17 @@ for (const store of STORES) {
         [first.id],
       );
 
+      // The feed position at which both instances cache the account's first page below.
+      const feedPosition = async () =>
+        (
+          await handle.db
+            .selectFrom('accounts')
+            .select('data_version')
+            .where('id', '=', gone)
+            .executeTakeFirstOrThrow()
+        ).data_version;
+      const cachedAt = await feedPosition();
+
       // Both instances serve the key from their caches, under load, while the command runs: a
       // row read before the commit could be served again for up to 5 s (KEY_ROW_MAX_AGE_MS) if
       // the servers were not told. Only requests sent after the command returned count.
@@ -170,6 +181,37 @@ for (const store of STORES) {
         [first.id],
         'the deleted endpoint delivers no more',
       );
+
+      // The account in its new life reaches the feed position at which both instances cached its
+      // first page in its earlier life: they answer with its incidents now, not those of then.
+      const restored = await feedPosition();
+      assert.ok(restored < cachedAt, `a new feed starts low (${restored}, was ${cachedAt})`);
+      await importRecords(
+        Array.from({ length: cachedAt - restored }, () => incident(gone)),
+        env,
+      );
+      assert.equal(await feedPosition(), cachedAt, 'the position at which the old page was cached');
+      const newestFirst = (
+        await handle.db
+          .selectFrom('incidents')
+          .select('id')
+          .where('account_id', '=', gone)
+          .orderBy('created_at', 'desc')
+          .orderBy('id', 'desc')
+          .execute()
+      ).map((row) => row.id);
+      const restoredKey = await seedKey(handle.db, gone);
+      for (const [i, instance] of instances.entries()) {
+        const page = await instance.pageOne(restoredKey.rawKey);
+        assert.equal(page.status, 200, `instance ${i + 1}: ${page.body}`);
+        const { data, pagination } = JSON.parse(page.body).data;
+        assert.equal(pagination.total, newestFirst.length, `instance ${i + 1}: the count of now`);
+        assert.deepEqual(
+          data.map((item: { id: string }) => item.id),
+          newestFirst.slice(0, data.length),
+          `instance ${i + 1}: the incidents of now`,
+        );
+      }
     });
   });
 }

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { importFile } from '../../src/import/import.ts';
+import { accountDataService } from '../../src/services/account-data-service.ts';
 import { incidentService } from '../../src/services/incident-service.ts';
 import { bearer, createTestContext, random, STORES, seedKey, type TestContext } from '../helpers.ts';
 import { account, gone, incident, json, minute, ndjson } from './files.ts';
@@ -17,7 +18,7 @@ for (const store of STORES) {
     const accountRow = (id: string) =>
       ctx.db
         .selectFrom('accounts')
-        .select(['incident_count', 'data_version', 'changes_purged_seq'])
+        .select(['incident_count', 'data_version', 'changes_purged_seq', 'created_at'])
         .where('id', '=', id)
         .executeTakeFirstOrThrow();
 
@@ -104,6 +105,38 @@ for (const store of STORES) {
           .map((t) => t.id)
           .sort(),
         [doomed[0], doomed[2]].sort(),
+      );
+    });
+
+    test("an account id erased and imported again is paged by its new life's holes, not its earlier one's", async () => {
+      const accountId = randomUUID();
+      const earlier = Array.from({ length: 10 }, (_, i) => incident(accountId, i + 1, minute(i)));
+      await importFile(ctx.db, ndjson([account(accountId), ...earlier]));
+      await importFile(ctx.db, ndjson([1, 2, 5].map((i) => gone('incident', earlier[i]!.id, accountId))));
+      const before = await seedKey(ctx.db, accountId);
+      // Paged once with its holes: the instance keeps them under the account's feed position.
+      assert.equal((await get(before.rawKey, '/incidents?limit=3&page=2')).status, 200);
+      const { data_version: position } = await accountRow(accountId);
+
+      await accountDataService.erase(ctx.db, accountId);
+      // The new life, with no holes, brought to the same feed position.
+      const now = [account(accountId)];
+      await importFile(ctx.db, ndjson(now));
+      const start = (await accountRow(accountId)).data_version;
+      const later = Array.from({ length: position - start }, (_, i) => incident(accountId, i + 1, minute(i)));
+      await importFile(ctx.db, ndjson(later));
+      assert.equal((await accountRow(accountId)).data_version, position, 'the same feed position');
+
+      const after = await seedKey(ctx.db, accountId);
+      // Another page than the one read before: not an answer kept whole, the holes are what is asked.
+      const page = await get(after.rawKey, '/incidents?limit=4&page=2');
+      assert.equal(page.status, 200);
+      assert.deepEqual(
+        page.body.data.data.map((i: { id: string }) => i.id),
+        later
+          .map((r) => r.id)
+          .reverse()
+          .slice(4, 8),
       );
     });
 
@@ -299,7 +332,11 @@ for (const store of STORES) {
         );
       };
       const check = async (label: string) => {
-        const { incident_count: total, data_version: version } = await accountRow(accountId);
+        const {
+          incident_count: total,
+          data_version: version,
+          created_at: incarnation,
+        } = await accountRow(accountId);
         assert.equal(total, model.length, label);
         const newestFirst = [...model].reverse().map((r) => r.id);
         for (const limit of [1, 7, 50, 200]) {
@@ -307,7 +344,7 @@ for (const store of STORES) {
             const page = await incidentService.listNewestFirst(
               ctx.db,
               accountId,
-              { total, version },
+              { total, version, incarnation },
               offset,
               limit,
             );

@@ -5,6 +5,9 @@ import { migrateToLatest } from '../../src/db/migrate.ts';
 import { incidentService } from '../../src/services/incident-service.ts';
 import { createTestDatabase, STORES, seedAccount, seedIncidents, type TestDatabase } from '../helpers.ts';
 
+/** The accounts' `created_at` (seedAccount's): what tells an account's lives apart. */
+const CREATED_AT = '2026-01-01T00:00:00.000Z';
+
 const INCIDENTS = 7;
 
 /** The one paging path of both APIs: an offset and a limit into the newest-first list. */
@@ -35,9 +38,15 @@ for (const store of STORES) {
     });
 
     const ids = async (offset: number, limit: number, total = INCIDENTS) =>
-      (await incidentService.listNewestFirst(handle.db, accountId, { total, version: 0 }, offset, limit)).map(
-        (i) => i.id,
-      );
+      (
+        await incidentService.listNewestFirst(
+          handle.db,
+          accountId,
+          { total, version: 0, incarnation: CREATED_AT },
+          offset,
+          limit,
+        )
+      ).map((i) => i.id);
 
     test('any offset and limit is that slice of the newest-first list', async () => {
       for (let offset = 0; offset <= INCIDENTS + 1; offset += 1) {
@@ -54,7 +63,13 @@ for (const store of STORES) {
     test('an offset far past the end, or an account without incidents, gives none', async () => {
       assert.deepEqual(await ids(Number.MAX_SAFE_INTEGER, 200), []);
       assert.deepEqual(
-        await incidentService.listNewestFirst(handle.db, otherAccountId, { total: 0, version: 0 }, 0, 50),
+        await incidentService.listNewestFirst(
+          handle.db,
+          otherAccountId,
+          { total: 0, version: 0, incarnation: CREATED_AT },
+          0,
+          50,
+        ),
         [],
       );
     });

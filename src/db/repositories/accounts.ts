@@ -21,6 +21,21 @@ export const accountRepository = repository('accountRepository', {
     return db.selectFrom('accounts').select(COLUMNS).where('id', '=', id).executeTakeFirst();
   },
 
+  /**
+   * What paging the account's incidents needs: its count, its feed position and its `created_at`,
+   * which tells an account id's lives apart (erased and imported again, it counts from 0 again).
+   */
+  async pagingState(
+    db: Kysely<Database>,
+    id: string,
+  ): Promise<Pick<Selectable<AccountsTable>, 'incident_count' | 'data_version' | 'created_at'> | undefined> {
+    return db
+      .selectFrom('accounts')
+      .select(['incident_count', 'data_version', 'created_at'])
+      .where('id', '=', id)
+      .executeTakeFirst();
+  },
+
   /** Every account, by name case-insensitively, then id. */
   async listAll(db: Kysely<Database>): Promise<AccountRow[]> {
     return db

@@ -6,12 +6,21 @@ import { repository } from '../store-context.ts';
 /** A key as its owners see it: everything but the hash, which never leaves the store. */
 export type ApiKeyRow = Omit<Selectable<ApiKeysTable>, 'key_hash'>;
 
-/** What a request needs to know about its key and account, read in one indexed lookup. */
+/**
+ * What a request needs to know about its key and account, read in one indexed lookup. The
+ * account's `created_at` (`account_created_at`) tells its incarnations apart: an account id erased
+ * and imported again starts its feed, `data_version`, from 0 again, under a new `created_at`.
+ */
 export type KeyForAuth = Pick<
   Selectable<ApiKeysTable>,
   'id' | 'account_id' | 'scope' | 'state' | 'expires_at'
 > &
-  Pick<Selectable<AccountsTable>, 'api_access' | 'rate_limit_per_hour' | 'incident_count' | 'data_version'>;
+  Pick<
+    Selectable<AccountsTable>,
+    'api_access' | 'rate_limit_per_hour' | 'incident_count' | 'data_version'
+  > & {
+    account_created_at: Selectable<AccountsTable>['created_at'];
+  };
 
 /** What a key's row shows (never its hash). */
 export const API_KEY_COLUMNS = [
@@ -65,6 +74,7 @@ function authLookup(db: Kysely<Database>, keyHash: string) {
       'a.rate_limit_per_hour',
       'a.incident_count',
       'a.data_version',
+      'a.created_at as account_created_at',
     ])
     .where('k.key_hash', '=', keyHash);
 }

@@ -80,12 +80,14 @@ export const incidentRoutes: PublicRoutes = async (app, { respond }) => {
       const limit = Math.min(parsePositiveInteger(request.query.limit, DEFAULT_PAGE_LIMIT), MAX_PAGE_LIMIT);
       return respond(request, reply, `${page}:${limit}`, async () => {
         // The total is read with the key, so the page needs no count of its own.
-        const { account_id: accountId, incident_count: total, data_version: version } = request.apiKey;
+        const key = request.apiKey;
+        const total = key.incident_count;
+        const totals = { total, version: key.data_version, incarnation: key.account_created_at };
         const offset = (page - 1) * limit;
         return {
           error: false as const,
           data: {
-            data: await incidentService.listNewestFirst(app.db, accountId, { total, version }, offset, limit),
+            data: await incidentService.listNewestFirst(app.db, key.account_id, totals, offset, limit),
             pagination: { page, limit, total, pages: Math.ceil(total / limit) },
           },
         };

@@ -74,8 +74,15 @@ export function cachedResponder(maxBytes: number): Respond {
   // A body larger than this would evict most of the cache for one response; it is served uncached.
   const largestCached = maxBytes / 8;
   return (request, reply, variant, produce) => {
-    const { account_id: accountId, data_version: dataVersion } = request.apiKey;
-    const key = `${accountId}\n${dataVersion}\n${request.routeOptions.url}\n${variant}`;
+    // An account's answers change only with its feed position (`data_version`), within one
+    // incarnation of the account (its `created_at`: an id erased and imported again counts its
+    // feed from 0 again).
+    const {
+      account_id: accountId,
+      account_created_at: incarnation,
+      data_version: dataVersion,
+    } = request.apiKey;
+    const key = `${accountId}\n${incarnation}\n${dataVersion}\n${request.routeOptions.url}\n${variant}`;
     const cached = cache.get(key);
     if (cached !== undefined) {
       sendBody(request, reply, cached);

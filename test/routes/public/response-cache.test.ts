@@ -16,6 +16,7 @@ const KEY: KeyForAuth = {
   rate_limit_per_hour: 1000,
   incident_count: 0,
   data_version: 1,
+  account_created_at: '2026-01-01T00:00:00.000Z',
 };
 
 /**
