@@ -79,6 +79,25 @@ export default tseslint.config(
     files: ['test/**', 'bench/**', 'scripts/**'],
     rules: { 'no-console': 'off', '@typescript-eslint/no-non-null-assertion': 'off' },
   },
+  {
+    // Rules that read the types: a promise nobody awaits or handles is a bug unless marked
+    // `void` (with a comment saying why it may run on its own), and a promise where a callback's
+    // result is ignored (an event handler, a `forEach`) loses its rejection.
+    files: ['**/*.ts'],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      '@typescript-eslint/no-floating-promises': [
+        'error',
+        {
+          // node:test's describe() and test() return promises the runner itself awaits.
+          allowForKnownSafeCalls: [
+            { from: 'package', package: 'node:test', name: ['describe', 'test', 'suite', 'it'] },
+          ],
+        },
+      ],
+      '@typescript-eslint/no-misused-promises': 'error',
+    },
+  },
   { files: ['src/admin/assets/**'], languageOptions: { globals: { ...globals.browser } } },
   ...layerRules,
   prettier,

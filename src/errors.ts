@@ -238,6 +238,7 @@ export const frameworkErrorOptions = {
   routerOptions: { maxParamLength: maxHeaderSize },
   rewriteUrl: escapeUndecodablePath,
   frameworkErrors: (_error: FastifyError, _request: FastifyRequest, reply: FastifyReply) => {
+    // Fastify sends it and handles its failure; nothing is awaited in a framework error hook.
     void reply.code(404).send(ApiError.notFound().body);
   },
   clientErrorHandler: answerUnreadableRequest,

@@ -80,6 +80,7 @@ export async function serve(config: Config = loadConfig()): Promise<void> {
     }
     process.exit(0);
   };
+  // stop() never rejects: a failed shutdown is logged and exits 1.
   process.once('SIGINT', () => void stop('SIGINT'));
   process.once('SIGTERM', () => void stop('SIGTERM'));
 

@@ -41,6 +41,7 @@ export class KeyUsageRecorder {
     { intervalMs = 10_000, now = Date.now }: { intervalMs?: number; now?: () => number } = {},
   ) {
     this.now = now;
+    // On its own: flush() never rejects (a failed write is kept for the next pass and reported).
     this.timer = setInterval(() => void this.flush(), intervalMs);
     this.timer.unref();
   }

@@ -16,6 +16,7 @@ export class LastUseRecorder {
     private readonly onError: (error: unknown) => void,
     intervalMs = 5000,
   ) {
+    // On its own: flush() never rejects (a failed write is kept for the next pass and reported).
     this.timer = setInterval(() => void this.flush(), intervalMs);
     this.timer.unref();
   }

@@ -232,6 +232,7 @@ export class PublicRateLimiter {
     return new Promise((resolve, reject) => {
       const request = { allowance, resolve, reject };
       if (this.fallback === null) {
+        // count() never rejects: it answers each request, a failure included.
         void this.count(keyId, [request]);
         return;
       }
@@ -254,6 +255,7 @@ export class PublicRateLimiter {
   private countTurn(): void {
     const turn = [...this.waiting];
     this.waiting.clear();
+    // count() never rejects: it answers each request, a failure included.
     for (const [keyId, requests] of turn) void this.count(keyId, requests);
   }
 

@@ -667,6 +667,7 @@ export class WebhookDispatcher {
     else if (this.options.commitWatch !== null) {
       const watch = this.options.commitWatch;
       this.watchTimer = setInterval(() => {
+        // current() never rejects, and nothing in the callback throws.
         void watch.current().then((generation) => {
           if (generation === this.lastGeneration) return;
           this.lastGeneration = generation;
@@ -799,6 +800,7 @@ export class WebhookDispatcher {
       if (this.listener !== client || this.stopping) return;
       this.listener = null;
       client.end().catch(() => {});
+      // listen() never rejects: a failure schedules the next try.
       setTimeout(() => void this.listen(), LISTEN_RETRY_MS).unref();
     };
     client.on('error', retry);

@@ -176,7 +176,7 @@ for (const [fromStore, toStore] of DIRECTIONS) {
       busyBatches = await imports.stop();
     });
     after(async () => {
-      receiver?.close();
+      await receiver?.close();
       await target?.drop();
       await server?.close();
     });

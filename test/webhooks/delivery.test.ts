@@ -668,7 +668,7 @@ for (const store of STORES) {
       errors = [];
     });
     afterEach(async () => {
-      receiver.close();
+      await receiver.close();
       await dispatcher.stop();
       await ctx.db.deleteFrom('webhook_endpoints').execute();
     });
