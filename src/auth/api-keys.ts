@@ -8,7 +8,7 @@ import type { RateLimitWindow } from './rate-limit.ts';
 
 /**
  * The one key-verification path: every public route runs `authenticateApiKey` first, in the
- * order DESIGN.md fixes: header → key → plan → scope → rate limit.
+ * order docs/design.md fixes: header → key → plan → scope → rate limit.
  */
 
 export const API_KEY_SCOPES = ['read', 'read-write', 'admin'] as const;
@@ -72,7 +72,7 @@ export async function authenticateApiKey(request: FastifyRequest, reply: Fastify
   request.rateLimitWindow = window;
 }
 
-/** The checks before the count, in DESIGN.md's order: key, plan, scope. */
+/** The checks before the count, in docs/design.md's order: key, plan, scope. */
 function refusal(key: KeyForAuth | undefined, method: string, now: Date): ApiError | null {
   if (key === undefined || effectiveState(key, now) !== 'active') return ApiError.apiKeyInvalid();
   if (key.api_access !== 1) return ApiError.featureNotAvailable();
@@ -80,7 +80,7 @@ function refusal(key: KeyForAuth | undefined, method: string, now: Date): ApiErr
   return null;
 }
 
-/** The key row as the store holds it now, checked, then counted: the order DESIGN.md fixes. */
+/** The key row as the store holds it now, checked, then counted: the order docs/design.md fixes. */
 async function lookUpAndCount(request: FastifyRequest, keyHash: string, now: Date) {
   // The span (with tracing on) holds the key row's lookup: its cache, or the store's query.
   const key = await inSpan(

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import { type KeyUsageRow, keyUsageRepository } from '../db/repositories/key-usage.ts';
 import type { Database } from '../db/schema.ts';
 
-/** How long hourly usage is kept (DESIGN.md, "Key usage"). */
+/** How long hourly usage is kept (docs/design.md, "Key usage"). */
 export const USAGE_RETENTION_DAYS = 30;
 const HOUR_MS = 3600 * 1000;
 

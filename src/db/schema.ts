@@ -195,7 +195,7 @@ export interface OauthPayloadsTable {
   last_used_at: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
-/** A URL that receives an account's changes feed as signed POSTs (DESIGN.md, "Webhooks"). */
+/** A URL that receives an account's changes feed as signed POSTs (docs/design.md, "Webhooks"). */
 export interface WebhookEndpointsTable {
   id: string;
   account_id: string;

@@ -53,7 +53,7 @@ export function toView(row: ApiKeyRow, now: Date = new Date()): ApiKeyView {
   };
 }
 
-/** How long a rolled key keeps working beside its successor (DESIGN.md, "Key roll"). */
+/** How long a rolled key keeps working beside its successor (docs/design.md, "Key roll"). */
 export const ROLL_OVERLAPS = {
   now: 0,
   '1h': 3600_000,

@@ -16,7 +16,7 @@ import { changeCursors } from './change-cursor.ts';
 import { NAMED_RESOURCE_TABLES } from './directory-service.ts';
 
 /**
- * The changes feed (DESIGN.md, "Changes feed"; docs/architecture.md, "Changes and deletions").
+ * The changes feed (docs/design.md, "Changes feed"; docs/architecture.md, "Changes and deletions").
  *
  * Every record row holds the seq of its latest change, so the feed is compacted by construction:
  * reading the rows whose seq lies in a range gives each changed record once, in its latest state.

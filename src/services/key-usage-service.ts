@@ -15,7 +15,7 @@ export interface UsageHour {
 
 export type UsageTotals = Omit<UsageHour, 'hour'>;
 
-/** What `safety-api keys usage --json` prints (DESIGN.md, "Operator interface"). */
+/** What `safety-api keys usage --json` prints (docs/design.md, "Operator interface"). */
 export interface UsageReport {
   key_id: string;
   hours: UsageHour[];

@@ -43,7 +43,7 @@ import { InputError } from '../errors.ts';
  * What becomes of each table of the schema. Typed by schema.ts, so a table added there does not
  * compile until it is placed here; and `copyStore` refuses a database holding a table that is
  * neither here nor migration bookkeeping (a migration's table missing from schema.ts), so one can
- * never be left behind unseen. test/services/store-copy.test.ts holds the migrated schema to it.
+ * never be left behind unseen. test/cli/copy-store.test.ts holds the migrated schema to it.
  */
 export const TABLE_PLAN: Record<keyof Database, 'copy' | { excluded: string }> = {
   accounts: 'copy',

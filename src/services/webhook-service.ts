@@ -23,7 +23,7 @@ import { storableText } from './input-text.ts';
 import { secretBox } from './webhook-secret-box.ts';
 
 /**
- * Webhook endpoints, shared by the CLI and the admin panel (DESIGN.md, "Webhooks"): every change
+ * Webhook endpoints, shared by the CLI and the admin panel (docs/design.md, "Webhooks"): every change
  * is validated here, written with its audit event in one transaction, and heard by the delivering
  * instance at once (a NOTIFY on PostgreSQL, the commit watch on SQLite). Changes that move the
  * endpoint's position or state also end the current holder's lease, so that the delivery loop

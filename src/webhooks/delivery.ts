@@ -24,7 +24,7 @@ import { changeEventBody, type EventChange, eventType } from './payload.ts';
 import { changeWebhookId, signedHeaders, signingKeys } from './signing.ts';
 
 /**
- * The delivery of webhooks (DESIGN.md, "Webhooks"; docs/webhooks.md): each server instance runs a
+ * The delivery of webhooks (docs/design.md, "Webhooks"; docs/webhooks.md): each server instance runs a
  * `WebhookDispatcher`, which holds leases on endpoints and runs one `EndpointWorker` per endpoint
  * it holds.
  *

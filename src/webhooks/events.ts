@@ -1,7 +1,7 @@
 import { InputError } from '../errors.ts';
 
 /**
- * Webhook event types and an endpoint's filter of them (DESIGN.md, "Webhooks"; docs/webhooks.md).
+ * Webhook event types and an endpoint's filter of them (docs/design.md, "Webhooks"; docs/webhooks.md).
  *
  * - `<type>.created`: the receiver has not been told of the record in this life (since it last
  *   entered the public view: it is new, or it came back after a deletion).

@@ -1,7 +1,7 @@
 import { TEST_EVENT_TYPE } from './events.ts';
 
 /**
- * The body of a webhook event (DESIGN.md, "Webhooks"): `{ type, timestamp, data: { id, object, seq,
+ * The body of a webhook event (docs/design.md, "Webhooks"): `{ type, timestamp, data: { id, object, seq,
  * changed_at, cursor } }`, `object` as the list endpoints render the record (null on a deletion),
  * `cursor` a `/changes` cursor just after this event.
  */

@@ -1,7 +1,7 @@
 import { createHash, createHmac, createSecretKey, type KeyObject, randomBytes } from 'node:crypto';
 
 /**
- * Standard Webhooks signatures (https://www.standardwebhooks.com, DESIGN.md "Webhooks"): a secret
+ * Standard Webhooks signatures (https://www.standardwebhooks.com, docs/design.md "Webhooks"): a secret
  * is `whsec_` + base64 of 32 random bytes; a signature is `v1,` + base64 of HMAC-SHA256 over
  * `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the secret's decoded bytes. During a rotation's
  * overlap the header holds one signature per secret, space-separated, so that a receiver holding

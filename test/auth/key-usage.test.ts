@@ -17,7 +17,7 @@ import {
 
 const HOUR_MS = 3600 * 1000;
 
-test('answers are classed as DESIGN.md says: 2xx and 304, 4xx but 429, 429; 5xx not at all', () => {
+test('answers are classed as docs/design.md says: 2xx and 304, 4xx but 429, 429; 5xx not at all', () => {
   assert.deepEqual([200, 204, 304, 400, 401, 403, 404, 405, 429, 500, 503, 301].map(usageClass), [
     'ok',
     'ok',

@@ -1,7 +1,7 @@
 import { type Kysely, PostgresAdapter, sql } from 'kysely';
 
 /**
- * Webhooks (DESIGN.md, "Webhooks"; docs/webhooks.md) and one audit trail.
+ * Webhooks (docs/design.md, "Webhooks"; docs/webhooks.md) and one audit trail.
  *
  * - `webhook_endpoints`: per account, a URL, an event filter, its signing secrets (encrypted), its
  *   state and its position in the account's changes feed (the seq of the last change delivered),

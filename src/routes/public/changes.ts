@@ -38,7 +38,7 @@ function sendPage(reply: FastifyReply, { data, next_cursor, has_more }: Rendered
 }
 
 /**
- * `GET /changes`, the changes feed (DESIGN.md, "Changes feed").
+ * `GET /changes`, the changes feed (docs/design.md, "Changes feed").
  *
  * It answers without the response cache (`respond`). A page would be cacheable once its cursor
  * is checked (it follows from the account, its data version, the cursor and the limit), but:

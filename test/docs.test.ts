@@ -1,0 +1,26 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { ROOT } from './helpers.ts';
+
+/** The project's own files that name others: the code, the tests, the scripts and the docs. */
+const CITING = ['src', 'test', 'scripts', 'bench', 'docs', 'deploy', '.ci', 'README.md', 'packages/sdk/src'];
+/** A path into the project as comments and docs write it: a top folder, then a name with a dot or a slash. */
+const CITED = /(?<![\w/.:@-])((?:src|docs|test|scripts|bench|deploy|packages|\.ci)\/[\w./-]*\w)/g;
+
+test('every file the code, the tests and the docs name exists', () => {
+  const files = execFileSync('git', ['ls-files', '--', ...CITING], { cwd: ROOT, encoding: 'utf8' })
+    .split('\n')
+    .filter((file) => file !== '' && existsSync(join(ROOT, file)));
+  const missing: string[] = [];
+  for (const file of files) {
+    const text = readFileSync(join(ROOT, file), 'utf8');
+    for (const [, cited = ''] of text.matchAll(CITED)) {
+      if (!existsSync(join(ROOT, cited))) missing.push(`${file} names ${cited}`);
+    }
+  }
+  assert.ok(files.length > 100, `the files were found (${files.length})`);
+  assert.deepEqual(missing, []);
+});
