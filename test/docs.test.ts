@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { ROOT } from './helpers.ts';
 
@@ -23,4 +23,26 @@ test('every file the code, the tests and the docs name exists', () => {
   }
   assert.ok(files.length > 100, `the files were found (${files.length})`);
   assert.deepEqual(missing, []);
+});
+
+test('every link of the Markdown docs to a file of the project leads to one', () => {
+  const docs = execFileSync('git', ['ls-files', '--', '*.md'], { cwd: ROOT, encoding: 'utf8' })
+    .split('\n')
+    .filter((file) => file !== '' && !file.startsWith('node_modules/'));
+  const broken: string[] = [];
+  for (const doc of docs) {
+    const text = readFileSync(join(ROOT, doc), 'utf8');
+    for (const [, target = ''] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+      if (/^[a-z]+:/i.test(target) || target.startsWith('#')) continue;
+      const path = target.split('#')[0] ?? '';
+      if (!existsSync(join(ROOT, dirname(doc), path))) broken.push(`${doc} links ${target}`);
+    }
+  }
+  assert.ok(docs.length > 10, `the docs were found (${docs.length})`);
+  assert.deepEqual(broken, []);
+});
+
+test('the README stays a README: at most 300 lines, the rest in docs/', () => {
+  const lines = readFileSync(join(ROOT, 'README.md'), 'utf8').split('\n').length - 1;
+  assert.ok(lines <= 300, `README.md has ${lines} lines`);
 });
