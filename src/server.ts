@@ -25,10 +25,9 @@ const TRACE_FLUSH_MS = 2000;
 /**
  * How far V8 lets its old generation grow past what was alive after its last full collection
  * before it collects again: 100%, twice the live heap. V8's own factor goes up to 4×, and on
- * PostgreSQL, whose row objects outlive the young generation, a walk of every page of a million
- * incidents left 100–130 MB of old generation around 35–40 MB alive, and the server at 286–333 MB
- * after a walk, an export and a replay of the feed; at twice the live heap it ends at 218–293 MB,
- * for a tenth to a fifth more CPU on uncached pages (docs/performance.md, "Server memory").
+ * PostgreSQL, whose row objects outlive the young generation, that let the server's old generation
+ * hold several times what was alive after a walk of every page; twice the live heap costs some CPU
+ * on uncached pages (the figures: docs/performance.md, "Server memory").
  */
 const HEAP_GROWING_PERCENT = 100;
 
