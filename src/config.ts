@@ -556,51 +556,188 @@ function parseTracing(env: NodeJS.ProcessEnv, problems: string[]): TracingSettin
 }
 
 /**
+ * How the loader reads a variable, with its bounds: the loader, the README's configuration table
+ * (`scripts/config-table.ts`) and `safety-api serve --help` take them from here.
+ */
+type Reading =
+  | { kind: 'port'; lowest: number }
+  | { kind: 'number'; min: number; max: number; unit: string }
+  | { kind: 'boolean' }
+  | { kind: 'choice'; values: readonly string[] }
+  /** Read by a parser of its own below (a URL, a key, a list). */
+  | { kind: 'text' }
+  /** A family of variables, one row in the table (OpenTelemetry's). */
+  | { kind: 'family'; names: readonly string[] };
+
+/** One environment variable of the server and the CLI, declared once. */
+export interface EnvironmentVariable {
+  /** Its default as an operator writes it; `null`: unset. */
+  default: string | null;
+  /** One line: what it sets (`serve --help` shows this line; the README adds `more`). */
+  doc: string;
+  more?: string;
+  reading: Reading;
+}
+
+/** Every variable the configuration reads, in the README's order (`CONFIG_VARIABLES` lists OTEL_* one by one). */
+export const ENVIRONMENT = {
+  PORT: { default: '8080', doc: 'TCP port', reading: { kind: 'port', lowest: 0 } },
+  HOST: { default: '0.0.0.0', doc: 'interface to listen on', reading: { kind: 'text' } },
+  BASE_URL: {
+    default: 'http://localhost:$PORT',
+    doc: 'public origin (`http(s)://…`, no path); the OAuth issuer and secure cookies derive from it',
+    reading: { kind: 'text' },
+  },
+  DATABASE_URL: {
+    default: DEFAULT_DATABASE_URL,
+    doc: '`sqlite:PATH` (embedded, WAL) or `postgres://…`',
+    reading: { kind: 'text' },
+  },
+  MIGRATION_DATABASE_URL: {
+    default: 'DATABASE_URL',
+    doc: 'PostgreSQL only: where migrations run, when `DATABASE_URL` goes through a transaction-mode pooler',
+    more: 'the same database reached directly or through a session-mode pool ([docs/operations.md](docs/operations.md#postgresql-connection-pooling))',
+    reading: { kind: 'text' },
+  },
+  MIGRATE_ON_START: {
+    default: 'true',
+    doc: '`serve` applies pending migrations before it listens',
+    more: '`false`: it applies none, and a pending migration stops it with one line naming `safety-api migrate` (run it first, with the new release: [docs/deployment.md](docs/deployment.md#upgrades))',
+    reading: { kind: 'boolean' },
+  },
+  REDIS_URL: {
+    default: null,
+    doc: '`redis://…` or `rediss://…`: rate-limit counts shared by every instance',
+    more: "`redis+sentinel://[[user]:password@]host:port,host:port,…/master-name[?db=N]`: the same through the primary the Sentinels name (port 26379 by default; the password is the primary's and replicas', the Sentinels are asked without one), followed to the replica they promote; unset: counted in process memory",
+    reading: { kind: 'text' },
+  },
+  LOG_LEVEL: { default: 'info', doc: 'how much is logged', reading: { kind: 'choice', values: LOG_LEVELS } },
+  OAUTH_JWKS: {
+    default: null,
+    doc: 'private JWK set signing OAuth tokens; unset: generated once and kept in the database',
+    reading: { kind: 'text' },
+  },
+  OAUTH_COOKIE_KEYS: {
+    default: null,
+    doc: 'comma-separated secrets (≥ 32 characters) signing OAuth cookies; unset: generated once and kept',
+    reading: { kind: 'text' },
+  },
+  TRUST_PROXY: {
+    default: null,
+    doc: 'comma-separated addresses or CIDRs of load balancers whose `X-Forwarded-For` is believed',
+    more: "unset: the connection's address is the client's",
+    reading: { kind: 'text' },
+  },
+  METRICS_PORT: {
+    default: null,
+    doc: 'serve `/metrics` on this port only, not on `PORT`',
+    more: 'unset: `/metrics` is on `PORT`',
+    reading: { kind: 'port', lowest: 1 },
+  },
+  METRICS_HOST: {
+    default: '127.0.0.1',
+    doc: 'interface of the metrics listener (with `METRICS_PORT`)',
+    reading: { kind: 'text' },
+  },
+  CHANGES_RETENTION_DAYS: {
+    default: String(DEFAULT_CHANGES_RETENTION_DAYS),
+    doc: 'days a deletion stays in the changes feed and a feed cursor stays valid (a number > 0)',
+    reading: { kind: 'text' },
+  },
+  WEBHOOKS_ALLOW_PRIVATE: {
+    default: 'false',
+    doc: '`true` lets webhook endpoints be `http://` and on private addresses: tests and development only',
+    more: 'a warning is logged at start',
+    reading: { kind: 'boolean' },
+  },
+  WEBHOOK_TIMEOUT_MS: {
+    default: '10000',
+    doc: 'how long one webhook delivery attempt may take, connecting included',
+    reading: { kind: 'number', min: 100, max: 60_000, unit: 'milliseconds' },
+  },
+  WEBHOOK_DISABLE_AFTER_HOURS: {
+    default: '72',
+    doc: 'an endpoint failing this long is disabled, with the reason',
+    reading: { kind: 'number', min: 0.0001, max: 8760, unit: 'hours' },
+  },
+  WEBHOOK_LEASE_SECONDS: {
+    default: '30',
+    doc: "how long an instance's claim on an endpoint lasts unless renewed: another instance takes over this long after its holder died",
+    more: 'at least twice `WEBHOOK_TIMEOUT_MS`, or the server refuses to start',
+    reading: { kind: 'number', min: 1, max: 3600, unit: 'seconds' },
+  },
+  WEBHOOK_SECRETS_KEY: {
+    default: null,
+    doc: '32 bytes (base64) that encrypt webhook signing secrets at rest; unset: a key generated once and kept in the database',
+    more: 'set it before the first endpoint is created',
+    reading: { kind: 'text' },
+  },
+  CACHE_MAX_MB: {
+    default: String(DEFAULT_CACHE_MAX_MB),
+    doc: "MiB that the server's in-process caches may hold together, each its share in bytes",
+    more: "response bodies ½, SQLite's page cache ¼, rank maps ⅛, key rows 1/16, rate-limit windows and prepared SQLite statements 1/64 each",
+    reading: { kind: 'number', min: MIN_CACHE_MAX_MB, max: 65_536, unit: 'MiB' },
+  },
+  'OTEL_*': {
+    default: null,
+    doc: 'OpenTelemetry traces by OTLP/HTTP (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_TRACES_SAMPLER`, …); off unless an exporter is configured',
+    more: 'see [docs/deployment.md](docs/deployment.md#tracing)',
+    reading: { kind: 'family', names: OTEL_VARIABLES },
+  },
+} as const satisfies Record<string, EnvironmentVariable>;
+
+type Declared = typeof ENVIRONMENT;
+type NamesOf<Kind> = {
+  [N in keyof Declared]: Declared[N]['reading'] extends { kind: Kind } ? N : never;
+}[keyof Declared];
+
+/** A port variable, within its declared bounds; its default when unset (`null`: none). */
+function readPort(env: NodeJS.ProcessEnv, name: NamesOf<'port'>, problems: string[]): number | null {
+  const { default: fallback, reading } = ENVIRONMENT[name];
+  const raw = env[name];
+  const unset = fallback === null ? null : Number(fallback);
+  if (raw === undefined || raw === '') return unset;
+  return parsePort(name, raw, reading.lowest, problems) ?? unset;
+}
+
+/** A number variable (fractions allowed), within its declared bounds; its default when unset. */
+function readNumber(env: NodeJS.ProcessEnv, name: NamesOf<'number'>, problems: string[]): number {
+  const { default: fallback, reading } = ENVIRONMENT[name];
+  return parseNumber(name, env[name], { ...reading, fallback: Number(fallback) }, problems);
+}
+
+/** A true/false variable; its default when unset. */
+function readBoolean(env: NodeJS.ProcessEnv, name: NamesOf<'boolean'>, problems: string[]): boolean {
+  return parseBoolean(name, env[name], problems, ENVIRONMENT[name].default === 'true');
+}
+
+/** A text variable as given, or its declared default when unset. */
+function readText(env: NodeJS.ProcessEnv, name: 'HOST' | 'METRICS_HOST'): string {
+  const raw = env[name];
+  return raw === undefined || raw === '' ? ENVIRONMENT[name].default : raw;
+}
+
+/**
  * Every environment variable `loadConfig` reads: what a deployment may set. The deployment files
  * (compose.yaml, deploy/kubernetes) are checked against it (test/deploy), and it against this loader.
  */
-export const CONFIG_VARIABLES = [
-  'PORT',
-  'HOST',
-  'BASE_URL',
-  'DATABASE_URL',
-  'MIGRATION_DATABASE_URL',
-  'MIGRATE_ON_START',
-  'REDIS_URL',
-  'LOG_LEVEL',
-  'OAUTH_JWKS',
-  'OAUTH_COOKIE_KEYS',
-  'TRUST_PROXY',
-  'METRICS_PORT',
-  'METRICS_HOST',
-  'CHANGES_RETENTION_DAYS',
-  'WEBHOOKS_ALLOW_PRIVATE',
-  'WEBHOOK_TIMEOUT_MS',
-  'WEBHOOK_DISABLE_AFTER_HOURS',
-  'WEBHOOK_LEASE_SECONDS',
-  'WEBHOOK_SECRETS_KEY',
-  'CACHE_MAX_MB',
-  ...OTEL_VARIABLES,
-] as const;
+export const CONFIG_VARIABLES: readonly string[] = Object.entries(ENVIRONMENT).flatMap(([name, variable]) =>
+  variable.reading.kind === 'family' ? variable.reading.names : [name],
+);
 
 /** Reads and validates the environment; throws one ConfigError listing every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const problems: string[] = [];
-  const port =
-    env.PORT === undefined || env.PORT === '' ? 8080 : (parsePort('PORT', env.PORT, 0, problems) ?? 8080);
-  const host = env.HOST === undefined || env.HOST === '' ? '0.0.0.0' : env.HOST;
+  const port = readPort(env, 'PORT', problems) ?? Number(ENVIRONMENT.PORT.default);
+  const host = readText(env, 'HOST');
 
-  let metricsPort: number | null = null;
-  if (env.METRICS_PORT !== undefined && env.METRICS_PORT !== '') {
-    // Not 0: a port picked at random is one no scraper could be told in advance.
-    metricsPort = parsePort('METRICS_PORT', env.METRICS_PORT, 1, problems);
-    if (metricsPort !== null && metricsPort === port)
-      problems.push(`METRICS_PORT must differ from PORT (both are ${port})`);
-  }
+  // Not 0 (its lowest is 1): a port picked at random is one no scraper could be told in advance.
+  const metricsPort = readPort(env, 'METRICS_PORT', problems);
+  if (metricsPort !== null && metricsPort === port)
+    problems.push(`METRICS_PORT must differ from PORT (both are ${port})`);
   // Metrics tell how busy the service is and which routes exist: loopback unless the operator
   // chooses an address a scraper elsewhere can reach.
-  const metricsHost =
-    env.METRICS_HOST === undefined || env.METRICS_HOST === '' ? '127.0.0.1' : env.METRICS_HOST;
+  const metricsHost = readText(env, 'METRICS_HOST');
   if ((env.METRICS_PORT ?? '') === '' && (env.METRICS_HOST ?? '') !== '') {
     problems.push('METRICS_HOST needs METRICS_PORT: without it /metrics is served on the main port');
   }
@@ -625,7 +762,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     }
   }
 
-  const migrateOnStart = parseBoolean('MIGRATE_ON_START', env.MIGRATE_ON_START, problems, true);
+  const migrateOnStart = readBoolean(env, 'MIGRATE_ON_START', problems);
 
   let redisUrl: string | null = null;
   if (env.REDIS_URL !== undefined && env.REDIS_URL !== '') {
@@ -633,9 +770,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     redisUrl = env.REDIS_URL;
   }
 
-  let logLevel: LogLevel = 'info';
+  let logLevel: LogLevel = ENVIRONMENT.LOG_LEVEL.default;
   if (env.LOG_LEVEL !== undefined && env.LOG_LEVEL !== '') {
-    if ((LOG_LEVELS as readonly string[]).includes(env.LOG_LEVEL)) logLevel = env.LOG_LEVEL as LogLevel;
+    const given = LOG_LEVELS.find((level) => level === env.LOG_LEVEL);
+    if (given !== undefined) logLevel = given;
     else problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${env.LOG_LEVEL}")`);
   }
 
@@ -643,34 +781,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const oauthCookieKeys = parseOauthCookieKeys(env.OAUTH_COOKIE_KEYS, problems);
   const trustProxy = parseTrustProxy(env.TRUST_PROXY, problems);
   const changesRetentionDays = parseRetentionDays(env.CHANGES_RETENTION_DAYS, problems);
-  const webhooksAllowPrivate = parseBoolean('WEBHOOKS_ALLOW_PRIVATE', env.WEBHOOKS_ALLOW_PRIVATE, problems);
-  const webhookTimeoutMs = Math.round(
-    parseNumber(
-      'WEBHOOK_TIMEOUT_MS',
-      env.WEBHOOK_TIMEOUT_MS,
-      { fallback: 10_000, min: 100, max: 60_000, unit: 'milliseconds' },
-      problems,
-    ),
-  );
-  const webhookDisableAfterHours = parseNumber(
-    'WEBHOOK_DISABLE_AFTER_HOURS',
-    env.WEBHOOK_DISABLE_AFTER_HOURS,
-    { fallback: 72, min: 0.0001, max: 8760, unit: 'hours' },
-    problems,
-  );
-  const webhookLeaseSeconds = parseNumber(
-    'WEBHOOK_LEASE_SECONDS',
-    env.WEBHOOK_LEASE_SECONDS,
-    { fallback: 30, min: 1, max: 3600, unit: 'seconds' },
-    problems,
-  );
+  const webhooksAllowPrivate = readBoolean(env, 'WEBHOOKS_ALLOW_PRIVATE', problems);
+  const webhookTimeoutMs = Math.round(readNumber(env, 'WEBHOOK_TIMEOUT_MS', problems));
+  const webhookDisableAfterHours = readNumber(env, 'WEBHOOK_DISABLE_AFTER_HOURS', problems);
+  const webhookLeaseSeconds = readNumber(env, 'WEBHOOK_LEASE_SECONDS', problems);
   const webhookSecretsKey = parseSecretsKey(env.WEBHOOK_SECRETS_KEY, problems);
-  const cacheMaxMb = parseNumber(
-    'CACHE_MAX_MB',
-    env.CACHE_MAX_MB,
-    { fallback: DEFAULT_CACHE_MAX_MB, min: MIN_CACHE_MAX_MB, max: 65_536, unit: 'MiB' },
-    problems,
-  );
+  const cacheMaxMb = readNumber(env, 'CACHE_MAX_MB', problems);
   const tracing = parseTracing(env, problems);
   // A POST must end before the lease that allows it can run out, with a renewal in between.
   if (webhookLeaseSeconds * 1000 < 2 * webhookTimeoutMs) {

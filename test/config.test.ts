@@ -1,6 +1,16 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { cacheBudgets, ConfigError, DEFAULT_CACHE_MAX_MB, loadConfig, parseRedisUrl } from '../src/config.ts';
+import { readFileSync } from 'node:fs';
+import { configurationTable, README, withTable } from '../scripts/config-table.ts';
+import {
+  cacheBudgets,
+  ConfigError,
+  DEFAULT_CACHE_MAX_MB,
+  ENVIRONMENT,
+  type EnvironmentVariable,
+  loadConfig,
+  parseRedisUrl,
+} from '../src/config.ts';
 import { runCli } from './helpers.ts';
 
 describe('configuration', () => {
@@ -343,5 +353,51 @@ describe('CACHE_MAX_MB', () => {
     assert.equal(budgets.responseBodies, 32 * 1024 * 1024, 'the response bodies keep the 32 MiB they had');
     assert.equal(budgets.sqlitePages, 16 * 1024 * 1024);
     assert.equal(cacheBudgets(128).rankMaps, 2 * budgets.rankMaps, 'every share grows with the total');
+  });
+});
+
+describe('the variables, declared once (ENVIRONMENT in src/config.ts)', () => {
+  test("the README's configuration table is the one the declarations write (npm run docs:config)", () => {
+    const readme = readFileSync(README, 'utf8');
+    assert.equal(withTable(readme, configurationTable()), readme);
+    for (const name of Object.keys(ENVIRONMENT))
+      assert.match(readme, new RegExp(`\\| \`${name.replace('*', '\\*')}\` \\|`));
+  });
+
+  test('serve --help lists every variable with its default and its line', async () => {
+    const { code, stdout } = await runCli(['serve', '--help'], {});
+    assert.equal(code, 0);
+    for (const [name, { default: fallback, doc }] of Object.entries(ENVIRONMENT)) {
+      const line = `  ${name}${fallback === null ? '' : `=${fallback}`}: ${doc.replaceAll('`', '')}`;
+      assert.ok(
+        stdout.split('\n').some((shown) => shown.endsWith(line)),
+        `${name} in:\n${stdout}`,
+      );
+    }
+  });
+
+  test('the loader holds numbers and ports to their declared bounds and defaults', () => {
+    const defaults = loadConfig({});
+    assert.equal(defaults.port, Number(ENVIRONMENT.PORT.default));
+    assert.equal(defaults.webhookTimeoutMs, Number(ENVIRONMENT.WEBHOOK_TIMEOUT_MS.default));
+    assert.equal(defaults.cacheMaxMb, Number(ENVIRONMENT.CACHE_MAX_MB.default));
+    for (const [name, variable] of Object.entries(ENVIRONMENT)) {
+      const { reading } = variable as EnvironmentVariable;
+      if (reading.kind !== 'number' && reading.kind !== 'port') continue;
+      const [low, high] = reading.kind === 'number' ? [reading.min, reading.max] : [reading.lowest, 65535];
+      // With what a bound of its needs of the others (a lease at least twice the timeout).
+      const companions: Record<string, Record<string, string>> = {
+        WEBHOOK_TIMEOUT_MS: { WEBHOOK_LEASE_SECONDS: '3600' },
+        WEBHOOK_LEASE_SECONDS: { WEBHOOK_TIMEOUT_MS: '100' },
+      };
+      const env = (value: number) => ({ [name]: String(value), ...companions[name] });
+      assert.doesNotThrow(() => loadConfig(env(high)), `${name}=${high}`);
+      assert.doesNotThrow(() => loadConfig(env(low)), `${name}=${low}`);
+      assert.throws(
+        () => loadConfig(env(high + 1)),
+        new RegExp(`${name} must be .*${high}`),
+        `${name}=${high + 1}`,
+      );
+    }
   });
 });

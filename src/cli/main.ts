@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ConfigError, loadConfig } from '../config.ts';
+import { ConfigError, ENVIRONMENT, loadConfig } from '../config.ts';
 import { migrateThrough } from '../db/migrate.ts';
 import { isStoreUnavailable } from '../db/store-health.ts';
 import { InputError } from '../errors.ts';
@@ -25,8 +25,11 @@ const serve: Command = {
   summary: 'Start the HTTP server (applies pending migrations first); configured by environment',
   usage: ['safety-api serve'],
   notes: [
-    'Environment: PORT, HOST, BASE_URL, DATABASE_URL, REDIS_URL, LOG_LEVEL, … (see the README).',
-    'MIGRATE_ON_START=false: applies no migration, and stops if one is pending (run "safety-api migrate").',
+    'Environment (the README\'s "Configuration" says more):',
+    ...Object.entries(ENVIRONMENT).map(
+      ([name, { default: fallback, doc }]) =>
+        `  ${name}${fallback === null ? '' : `=${fallback}`}: ${doc.replaceAll('`', '')}`,
+    ),
   ],
   example: 'DATABASE_URL=postgres://app@db.internal/safety PORT=8080 safety-api serve',
   async run() {
