@@ -15,7 +15,8 @@ import { InputError } from '../errors.ts';
  * Only public unicast addresses pass (ipaddr.js's `unicast` range): loopback, RFC 1918, unique-local,
  * link-local (cloud metadata at 169.254.169.254), CGNAT, multicast, unspecified, broadcast, the
  * reserved ranges and the IPv6 forms that embed an IPv4 address (mapped, 6to4, Teredo, NAT64) are
- * refused. WEBHOOKS_ALLOW_PRIVATE lifts all of this, and allows http://, for tests and development.
+ * refused, and so is every IPv6 address outside global unicast (2000::/3), such as the deprecated
+ * IPv4-compatible `::127.0.0.1`. WEBHOOKS_ALLOW_PRIVATE lifts all of this, and allows http://, for tests and development.
  */
 
 /** Resolves a host name to every address it has (`dns.lookup` with `all`, by default). */
@@ -51,16 +52,24 @@ const RANGE_NAMES: Record<string, string> = {
   droneRemoteIdProtocolEntityTags: 'reserved',
 };
 
+/** IPv6's global unicast: every other IPv6 address (IPv4-compatible `::a.b.c.d` too) is refused. */
+const GLOBAL_UNICAST_V6 = ipaddr.parseCIDR('2000::/3');
+
 /** Why `address` may not be dialled (`10.0.0.1 (private (RFC 1918))`), or null for a public unicast address. */
 export function addressProblem(address: string): string | null {
-  let range: string;
+  let parsed: ipaddr.IPv4 | ipaddr.IPv6;
   try {
     // `process` turns an IPv4-mapped IPv6 address into the IPv4 address it carries.
-    range = ipaddr.process(address).range();
+    parsed = ipaddr.process(address);
   } catch {
     return `"${address}" (not an IP address)`;
   }
-  return range === 'unicast' ? null : `${address} (${RANGE_NAMES[range] ?? range})`;
+  const range = parsed.range();
+  if (range !== 'unicast') return `${address} (${RANGE_NAMES[range] ?? range})`;
+  if (parsed.kind() === 'ipv6' && !parsed.match(GLOBAL_UNICAST_V6)) {
+    return `${address} (not global unicast (2000::/3))`;
+  }
+  return null;
 }
 
 const unbracketed = (host: string) => (host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host);

@@ -43,6 +43,18 @@ describe('the outbound guard: which addresses may be dialled', () => {
       '::ffff:169.254.169.254',
       '2002:7f00:1::1',
       '64:ff9b::7f00:1',
+      // IPv4-compatible (deprecated) forms of loopback and cloud metadata, and other addresses
+      // outside IPv6's global unicast 2000::/3.
+      '::127.0.0.1',
+      '::a9fe:a9fe',
+      '::7f00:1',
+      '100::1',
+      '4000::1',
+      'e000::1',
+      // Inside 2000::/3 but special: documentation, benchmarking, Teredo.
+      '2001:db8::1',
+      '2001:2::1',
+      '2001::1',
     ];
     for (const address of refused)
       assert.notEqual(addressProblem(address), null, `${address} must be refused`);
@@ -50,6 +62,7 @@ describe('the outbound guard: which addresses may be dialled', () => {
       assert.equal(addressProblem(address), null, `${address} is public`);
     assert.match(addressProblem('169.254.169.254') ?? '', /link-local/);
     assert.match(addressProblem('100.64.0.1') ?? '', /carrier-grade NAT/);
+    assert.match(addressProblem('::a9fe:a9fe') ?? '', /not global unicast \(2000::\/3\)/);
   });
 });
 
