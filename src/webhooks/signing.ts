@@ -15,16 +15,31 @@ export function generateSecret(): string {
   return `${SECRET_PREFIX}${randomBytes(SECRET_BYTES).toString('base64')}`;
 }
 
+/** Standard base64, padded: Buffer.from(…, 'base64') would skip any other character silently. */
+const STRICT_BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+/** What a secret's key may hold (Standard Webhooks: 24 to 64 bytes); ours are `SECRET_BYTES`. */
+const MIN_SECRET_BYTES = 24;
+const MAX_SECRET_BYTES = 64;
+
+/** The key bytes of a `whsec_` secret; throws, naming no byte of it, for anything else. */
+function secretBytes(secret: string): Buffer {
+  const encoded = secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : null;
+  const bytes = encoded !== null && STRICT_BASE64.test(encoded) ? Buffer.from(encoded, 'base64') : null;
+  if (bytes === null || bytes.length < MIN_SECRET_BYTES || bytes.length > MAX_SECRET_BYTES) {
+    throw new Error(
+      `a webhook secret must be ${SECRET_PREFIX} and the base64 of ${MIN_SECRET_BYTES} to ${MAX_SECRET_BYTES} bytes`,
+    );
+  }
+  return bytes;
+}
+
 /**
  * The keys of `secrets` (newest first), ready to sign with: KeyObjects, made once per batch of
- * events, because createHmac prepares a raw key anew at every call, at 6 times the cost.
+ * events, because createHmac prepares a raw key anew at every call, at 6 times the cost. A secret
+ * that is not a whole `whsec_` key throws: nothing is ever signed with an empty or partial key.
  */
 export function signingKeys(secrets: readonly string[]): KeyObject[] {
-  return secrets.map((secret) =>
-    createSecretKey(
-      Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64'),
-    ),
-  );
+  return secrets.map((secret) => createSecretKey(secretBytes(secret)));
 }
 
 export interface SignedHeaders {

@@ -22,6 +22,27 @@ describe('webhook signing', () => {
     }
   });
 
+  test('a secret that is not a whole whsec_ key of 24 to 64 bytes signs nothing: it throws without showing itself', () => {
+    const bytes = (n: number) => Buffer.alloc(n, 7).toString('base64');
+    for (const secret of [
+      'whsec_',
+      'whsec_abc',
+      `whsec_${bytes(23)}`,
+      `whsec_${bytes(65)}`,
+      bytes(32),
+      `whsec_${bytes(32)}!`,
+      `whsec_${bytes(32).slice(0, -1)}`,
+    ]) {
+      assert.throws(
+        () => signingKeys([secret]),
+        (error: Error) =>
+          error.message === 'a webhook secret must be whsec_ and the base64 of 24 to 64 bytes',
+        JSON.stringify(secret),
+      );
+    }
+    for (const n of [24, 32, 64]) assert.equal(signingKeys([`whsec_${bytes(n)}`]).length, 1, `${n} bytes`);
+  });
+
   test('the standardwebhooks package verifies our headers, and refuses a changed body, id or timestamp', () => {
     const secret = generateSecret();
     const body = JSON.stringify({
