@@ -75,6 +75,14 @@ export type Actor = string;
 export const DEFAULT_OVERLAP_HOURS = 24;
 const MAX_OVERLAP_HOURS = 24 * 30;
 const MAX_DESCRIPTION_LENGTH = 200;
+/** Refuses, with one line, an account that does not exist or whose plan has no API access. */
+async function requireApiAccess(db: Kysely<Database>, accountId: string): Promise<void> {
+  const account = await accountRepository.findById(db, accountId);
+  if (account === undefined) throw new InputError(`no account with id "${accountId}"`);
+  if (account.api_access !== 1)
+    throw new InputError(`the plan of account "${accountId}" does not include API access`);
+}
+
 /** Attempts `show` lists. */
 export const ATTEMPTS_SHOWN = 50;
 
@@ -191,10 +199,7 @@ export const webhookService = {
     { db, outbound, secretsKey }: WebhookDeps,
     input: { accountId: string; url: string; events?: string | string[]; description?: string; actor: Actor },
   ): Promise<{ endpoint: WebhookEndpointView; secret: string }> {
-    const account = await accountRepository.findById(db, input.accountId);
-    if (account === undefined) throw new InputError(`no account with id "${input.accountId}"`);
-    if (account.api_access !== 1)
-      throw new InputError(`the plan of account "${account.id}" does not include API access`);
+    await requireApiAccess(db, input.accountId);
     const events = parseEventFilter(input.events);
     const description = parseDescription(input.description);
     const url = await outbound.checkUrl(input.url);
@@ -206,10 +211,10 @@ export const webhookService = {
     const stamp = now.toISOString();
     await db.transaction().execute(async (trx) => {
       // A new endpoint starts at the feed's head: it gets the changes made after its creation.
-      const head = (await changeRepository.feedState(trx, account.id))?.head ?? 0;
+      const head = (await changeRepository.feedState(trx, input.accountId))?.head ?? 0;
       await webhookRepository.insert(trx, {
         id,
-        account_id: account.id,
+        account_id: input.accountId,
         url,
         description,
         events: JSON.stringify(events),
@@ -231,7 +236,7 @@ export const webhookService = {
         updated_at: stamp,
       });
       await auditRepository.insert(trx, {
-        account_id: account.id,
+        account_id: input.accountId,
         subject_type: 'webhook_endpoint',
         subject_id: id,
         actor: input.actor,
@@ -242,7 +247,7 @@ export const webhookService = {
       await notifyWebhooks(trx, '*');
     });
     const row = await requireEndpoint(db, id);
-    return { endpoint: await toView(db, row, await feedOf(db, account.id), now), secret };
+    return { endpoint: await toView(db, row, await feedOf(db, input.accountId), now), secret };
   },
 
   async list(db: Kysely<Database>, accountId: string): Promise<WebhookEndpointView[]> {
@@ -312,9 +317,7 @@ export const webhookService = {
     const row = await requireEndpoint(db, endpointId, accountId);
     if (row.state === 'active')
       throw new InputError(`the webhook endpoint "${endpointId}" is already active`);
-    const account = await accountRepository.findById(db, row.account_id);
-    if (account?.api_access !== 1)
-      throw new InputError(`the plan of account "${row.account_id}" does not include API access`);
+    await requireApiAccess(db, row.account_id);
     const feed = await feedOf(db, row.account_id);
     const past = row.position < feed.purgedSeq;
     if (past && !fromLatest) {
@@ -440,6 +443,8 @@ export const webhookService = {
     accountId?: string,
   ): Promise<PostResult & { webhook_id: string }> {
     const row = await requireEndpoint(db, endpointId, accountId);
+    // Nothing leaves for an account without API access, a test event no more than its changes.
+    await requireApiAccess(db, row.account_id);
     const secrets = await signingSecrets(db, secretsKey, row, new Date());
     const head = (await feedOf(db, row.account_id)).head;
     const now = new Date();

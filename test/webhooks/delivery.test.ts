@@ -437,7 +437,7 @@ for (const store of STORES) {
     });
 
     test('without api_access nothing is delivered; once it is back, the waiting changes are', async () => {
-      await create();
+      const { endpoint } = await create();
       await importRecords(ctx, [
         { type: 'account', id: accountId, name: 'Paused', api_access: false, rate_limit_per_hour: 1000 },
       ]);
@@ -449,6 +449,12 @@ for (const store of STORES) {
         webhookService.create(ctx.services.webhookDeps, { accountId, url: receiver.url(), actor: 'test' }),
         /does not include API access/,
       );
+      // Nor is a test event sent.
+      await assert.rejects(
+        webhookService.sendTest(ctx.services.webhookDeps, endpoint.id),
+        /does not include API access/,
+      );
+      assert.equal(receiver.received.length, 0);
       await importRecords(ctx, [
         { type: 'account', id: accountId, name: 'Paused', api_access: true, rate_limit_per_hour: 1000 },
       ]);
