@@ -122,6 +122,25 @@ export function retryDelayMs(failures: number, random: () => number = Math.rando
   return Math.round(base * 1000 * (1 - JITTER + 2 * JITTER * random()));
 }
 
+/** How much later than its schedule a receiver's `Retry-After` may put a retry. */
+export const RETRY_AFTER_MAX_EXTRA_MS = 3_600_000;
+
+/**
+ * The wait before the retry that follows the `failures`-th failure: the schedule's, or longer when
+ * the receiver asked for more (`Retry-After`), but never more than RETRY_AFTER_MAX_EXTRA_MS beyond
+ * the schedule: a receiver cannot park an endpoint for days.
+ */
+export function retryWaitMs(
+  failures: number,
+  askedMs: number | null,
+  random: () => number = Math.random,
+): number {
+  const scheduled = retryDelayMs(failures, random);
+  return askedMs === null
+    ? scheduled
+    : Math.max(scheduled, Math.min(askedMs, scheduled + RETRY_AFTER_MAX_EXTRA_MS));
+}
+
 class DeliveryMetrics {
   readonly attempts = new Counter({
     name: 'webhook_delivery_attempts_total',
@@ -598,7 +617,7 @@ class EndpointWorker {
     // From the attempt's end as the delivery log records it (`at` + `duration_ms`): counted from its
     // start, a timeout (10 s by default) would already have used up the first step (about 5 s), and
     // the retry would leave at once.
-    const next = new Date(at.getTime() + result.durationMs + retryDelayMs(failures));
+    const next = new Date(at.getTime() + result.durationMs + retryWaitMs(failures, result.retryAfterMs));
     return {
       retry: { failing_since: failingSince, failed_attempts: failures, next_attempt_at: next.toISOString() },
     };

@@ -105,6 +105,19 @@ export interface PostResult {
   status: number | null;
   error: string | null;
   durationMs: number;
+  /** A 429's or 503's `Retry-After`, in milliseconds from the answer (0 for a date past); else null. */
+  retryAfterMs: number | null;
+}
+
+/**
+ * `Retry-After` (RFC 9110 §10.2.3) as milliseconds from `now`: delay-seconds or an HTTP date; null
+ * when absent or neither.
+ */
+export function retryAfterMs(value: string | string[] | undefined, now: number): number | null {
+  const text = (Array.isArray(value) ? value[0] : value)?.trim() ?? '';
+  if (/^\d{1,10}$/.test(text)) return Number(text) * 1000;
+  const date = /[a-z]/i.test(text) ? Date.parse(text) : Number.NaN;
+  return Number.isNaN(date) ? null : Math.max(0, date - now);
 }
 
 /** How much of an answer is read: receivers are not ours, and their bodies mean nothing here. */
@@ -204,13 +217,25 @@ export class OutboundClient {
       });
       const excerpt = await readAnswer(answer.body, answer.statusCode >= 300);
       const ok = answer.statusCode >= 200 && answer.statusCode < 300;
+      // Only an answer that asks to come back later is heeded (RFC 9110: 503, and 429 by RFC 6585).
+      const wait =
+        answer.statusCode === 429 || answer.statusCode === 503
+          ? retryAfterMs(answer.headers['retry-after'], Date.now())
+          : null;
+      const asked = wait === null ? '' : ` (Retry-After: ${Math.ceil(wait / 1000)} s)`;
       return {
         status: answer.statusCode,
-        error: ok ? null : `HTTP ${answer.statusCode}${excerpt === '' ? '' : `: ${excerpt}`}`,
+        error: ok ? null : `HTTP ${answer.statusCode}${asked}${excerpt === '' ? '' : `: ${excerpt}`}`,
         durationMs: elapsed(),
+        retryAfterMs: wait,
       };
     } catch (error) {
-      return { status: null, error: describeFailure(error, this.options.timeoutMs), durationMs: elapsed() };
+      return {
+        status: null,
+        error: describeFailure(error, this.options.timeoutMs),
+        durationMs: elapsed(),
+        retryAfterMs: null,
+      };
     } finally {
       clearTimeout(timer);
       signal?.removeEventListener('abort', stop);

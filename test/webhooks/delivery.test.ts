@@ -274,6 +274,49 @@ for (const store of STORES) {
       answers = [];
     });
 
+    test('a 429 or 503 with Retry-After: the retry waits what it asks (seconds or a date), at most an hour past the schedule, and the log says so', async () => {
+      // Each case: the answer, then the bounds of the wait before the retry (from the attempt's end).
+      const cases: { status: number; retryAfter: () => string; min: number; max: number }[] = [
+        { status: 429, retryAfter: () => '12', min: 12_000, max: 12_000 },
+        // An HTTP date has whole seconds: up to one less than asked.
+        {
+          status: 503,
+          retryAfter: () => new Date(Date.now() + 40_000).toUTCString(),
+          min: 38_000,
+          max: 40_000,
+        },
+        // A day asked: an hour past the schedule (5 s, jittered by a fifth) at most.
+        { status: 429, retryAfter: () => '86400', min: 3_604_000, max: 3_606_000 },
+        // Less than the schedule asked: the schedule.
+        { status: 503, retryAfter: () => '1', min: 4000, max: 6000 },
+        // Not a 429 or a 503: not heeded.
+        { status: 500, retryAfter: () => '60', min: 4000, max: 6000 },
+      ];
+      for (const { status, retryAfter, min, max } of cases) {
+        receiver.answer = (_r, response) => {
+          response.statusCode = status;
+          response.setHeader('retry-after', retryAfter());
+          response.end();
+        };
+        const { endpoint } = await create();
+        await importRecords(ctx, [incident(accountId, randomUUID(), 1)]);
+        await until(
+          async () => (await webhookService.show(ctx.db, endpoint.id)).next_attempt_at !== null,
+          5000,
+          `the attempt answered ${status}`,
+        );
+        const shown = await webhookService.show(ctx.db, endpoint.id);
+        const [attempt] = shown.attempts;
+        const ended = Date.parse(shown.last_attempt_at ?? '') + (attempt?.duration_ms ?? 0);
+        const wait = Date.parse(shown.next_attempt_at ?? '') - ended;
+        assert.ok(wait >= min && wait <= max, `${status}, Retry-After ${retryAfter()}: waits ${wait} ms`);
+        if (status !== 500)
+          assert.match(attempt?.error ?? '', new RegExp(`^HTTP ${status} \\(Retry-After: \\d+ s\\)`));
+        else assert.doesNotMatch(attempt?.error ?? '', /Retry-After/);
+        await webhookService.disable(ctx.db, endpoint.id, 'test');
+      }
+    });
+
     test('a receiver slower than the timeout: the attempt fails as a timeout and waits for its retry', async () => {
       receiver.answer = (_r, response) => {
         setTimeout(() => response.end(), 4000).unref();

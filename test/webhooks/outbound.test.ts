@@ -6,7 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { InputError } from '../../src/errors.ts';
-import { addressProblem, OutboundClient, type Resolver } from '../../src/webhooks/outbound.ts';
+import { retryWaitMs } from '../../src/webhooks/delivery.ts';
+import { addressProblem, OutboundClient, type Resolver, retryAfterMs } from '../../src/webhooks/outbound.ts';
 import { blockAfterNextWriteTo } from '../faults/busy-loop.ts';
 import { Receiver } from './receiver.ts';
 
@@ -250,5 +251,27 @@ describe('the outbound guard: at delivery, on the address dialled', () => {
     for (let i = 0; i < 50 && !closedByClient; i += 1)
       await new Promise((resolve) => setTimeout(resolve, 20));
     assert.ok(closedByClient, 'the connection was closed by the client');
+  });
+});
+
+describe('Retry-After', () => {
+  test('read as seconds or an HTTP date from the answer; a date past is 0; anything else is not heeded', () => {
+    const now = Date.parse('2026-11-28T06:00:00Z');
+    assert.equal(retryAfterMs('12', now), 12_000);
+    assert.equal(retryAfterMs(' 0 ', now), 0);
+    assert.equal(retryAfterMs('Sat, 28 Nov 2026 06:00:40 GMT', now), 40_000);
+    assert.equal(retryAfterMs('Sat, 28 Nov 2026 05:00:00 GMT', now), 0);
+    assert.equal(retryAfterMs(['7', '9'], now), 7000);
+    for (const bad of [undefined, '', '-5', '1.5', 'soon', '12 s'])
+      assert.equal(retryAfterMs(bad, now), null, JSON.stringify(bad));
+  });
+
+  test('the wait: the schedule, or what was asked when longer, at most an hour past the schedule', () => {
+    const middle = () => 0.5; // no jitter: the first step is 5 s exactly
+    assert.equal(retryWaitMs(1, null, middle), 5000);
+    assert.equal(retryWaitMs(1, 1000, middle), 5000);
+    assert.equal(retryWaitMs(1, 12_000, middle), 12_000);
+    assert.equal(retryWaitMs(1, 86_400_000, middle), 5000 + 3_600_000);
+    assert.equal(retryWaitMs(2, 60_000, middle), 300_000, 'the second step (5 min) is already longer');
   });
 });
