@@ -657,12 +657,26 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       let lastRepeatAt = 0;
       const when = (ms: number) => `${((ms - started) / 1000).toFixed(1)} s`;
       let lastSeq = 0;
-      for (const delivery of receiver.acked) {
+      // The repeats received, in order: each tells that the endpoint's stored position was below
+      // its seq when it was sent again (its acknowledgment was lost with the instance's progress).
+      const repeats: { index: number; seq: number }[] = [];
+      const ackedAt = new Map<string, number>();
+      /**
+       * Whether the acknowledgment of the last event of `id` was lost: a repeat sent after it, of an
+       * earlier seq, shows that the position the resend started from lay below that event.
+       */
+      const ackLost = (id: string) => {
+        const index = ackedAt.get(id) ?? Number.POSITIVE_INFINITY;
+        const seq = lastOf.get(id)?.seq ?? 0;
+        return repeats.some((repeat) => repeat.index > index && repeat.seq < seq);
+      };
+      for (const [index, delivery] of receiver.acked.entries()) {
         // A repeat of an acknowledged event (an instance killed before it wrote the position) is
         // the same event: at least once, with the same webhook-id.
         if (done.has(delivery.webhookId)) {
           count(`${receiver.name}: repeats after a 2xx`);
           lastRepeatAt = delivery.at;
+          repeats.push({ index, seq: delivery.seq });
           continue;
         }
         done.add(delivery.webhookId);
@@ -673,8 +687,15 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         if (action === 'updated' && !known.has(delivery.id))
           violate(`${receiver.name}: incident.updated for ${delivery.id}, which it was never sent`);
         // Created again for a record it holds: right only if the record left the view and came
-        // back meanwhile (the deletion compacted away before it was sent).
-        if (action === 'created' && known.has(delivery.id) && !leftTheView(delivery.id))
+        // back meanwhile (the deletion compacted away before it was sent), or if the endpoint lost
+        // its acknowledgment (an instance killed before it wrote it) and the record changed before
+        // the resend reached it: its latest change is then sent as created (docs/webhooks.md).
+        if (
+          action === 'created' &&
+          known.has(delivery.id) &&
+          !leftTheView(delivery.id) &&
+          !ackLost(delivery.id)
+        )
           violate(
             `${receiver.name}: incident.created for ${delivery.id}, which it holds ` +
               `(seq ${delivery.seq} at ${when(delivery.at)}; its last acknowledged event was seq ${lastOf.get(delivery.id)?.seq} ` +
@@ -684,6 +705,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         else known.add(delivery.id);
         last.set(delivery.id, action === 'deleted' ? null : delivery.description);
         lastOf.set(delivery.id, delivery);
+        ackedAt.set(delivery.id, index);
       }
       for (const [id, versions] of model) {
         if (versions.length < 2) continue;
