@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import {
@@ -15,6 +16,12 @@ import { createTestContext, STORES, seedAccount, seedKey, type TestContext } fro
 import { account, gone, incident, minute, ndjson } from '../import/files.ts';
 
 /** The SDK against the real server, listening on a port (the SDK speaks HTTP through fetch). */
+
+const SDK_VERSION = (
+  JSON.parse(readFileSync(new URL('../../packages/sdk/package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  }
+).version;
 
 const INCIDENTS = 7;
 const named = (type: 'department' | 'location', accountId: string, name: string) => ({
@@ -44,6 +51,7 @@ for (const store of STORES) {
     let ctx: TestContext;
     let baseUrl: string;
     let client: SafetyClient;
+    let rawKey: string;
     let accountId: string;
     const incidents: ReturnType<typeof incident>[] = [];
     const users: ReturnType<typeof user>[] = [];
@@ -67,7 +75,7 @@ for (const store of STORES) {
           ...incidents,
         ]),
       );
-      const { rawKey } = await seedKey(ctx.db, accountId);
+      ({ rawKey } = await seedKey(ctx.db, accountId));
       client = createClient({ baseUrl, apiKey: rawKey });
     });
     after(() => ctx.close());
@@ -153,6 +161,30 @@ for (const store of STORES) {
       assert.equal(new Set(changed).size, records);
       assert.equal(pages, Math.ceil(records / 3));
       assert.equal(last, false);
+    });
+
+    test('incidents() asks for the largest page unless told, and every request names the SDK, Node.js and the application', async () => {
+      const asked: { url: string; userAgent: string | null }[] = [];
+      const counting = createClient({
+        baseUrl,
+        apiKey: rawKey,
+        appInfo: { name: 'nightly-sync', version: '2.1' },
+        fetch: (request: Request) => {
+          asked.push({ url: request.url, userAgent: request.headers.get('user-agent') });
+          return fetch(request);
+        },
+      });
+      const seen: string[] = [];
+      for await (const row of counting.incidents()) seen.push(row.id);
+      assert.equal(seen.length, INCIDENTS);
+      assert.deepEqual(
+        asked.map(({ url }) => new URL(url).search),
+        ['?page=1&limit=200'],
+      );
+      assert.equal(
+        asked[0]?.userAgent,
+        `safety-incident-sdk/${SDK_VERSION} node/${process.versions.node} nightly-sync/2.1`,
+      );
     });
 
     test('an export streams typed rows, in the list order, with the feed cursor', async () => {
@@ -251,3 +283,35 @@ for (const store of STORES) {
     });
   });
 }
+
+describe('SDK construction', () => {
+  test('a baseUrl that is not an origin is refused at once, saying what is expected', () => {
+    const cases: [unknown, RegExp][] = [
+      [
+        'localhost:8080',
+        /must be the service's origin, e\.g\. https:\/\/safety\.example\.com: http:\/\/ or https:\/\//,
+      ],
+      ['safety.example.com', /must be the service's origin.*\(got "safety\.example\.com"\)/],
+      [undefined, /must be the service's origin.*\(got undefined\)/],
+      ['https://safety.example.com/api/v1/public', /without a path or query: the SDK adds \/api\/v1\/public/],
+      ['https://safety.example.com?x=1', /without a path or query/],
+    ];
+    for (const [baseUrl, message] of cases) {
+      assert.throws(
+        () => createClient({ baseUrl: baseUrl as string, apiKey: 'svc_x' }),
+        (error: Error) => error instanceof TypeError && message.test(error.message),
+        String(baseUrl),
+      );
+    }
+    for (const baseUrl of [
+      'https://safety.example.com',
+      'https://safety.example.com/',
+      'http://127.0.0.1:8080',
+    ])
+      assert.doesNotThrow(() => createClient({ baseUrl, apiKey: 'svc_x' }), baseUrl);
+    assert.throws(
+      () => createClient({ baseUrl: 'https://x.example', apiKey: 'svc_x', appInfo: { name: 'my app' } }),
+      /appInfo: name and version must be single words/,
+    );
+  });
+});

@@ -57,18 +57,32 @@ describe('the packed SDK', () => {
 
       const project = join(dir, 'project');
       mkdirSync(project);
-      writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'quick-start', private: true }));
+      writeFileSync(
+        join(project, 'package.json'),
+        JSON.stringify({ name: 'quick-start', private: true, type: 'module' }),
+      );
       await run('npm', ['install', join(dir, tarball), '--prefer-offline', '--no-audit', '--no-fund'], {
         cwd: project,
         timeout: 60_000,
       });
 
-      const quickStart = /## Quick start\n\n```js\n([\s\S]*?)```/.exec(
+      const quickStart = /## Quick start\n\n```ts\n([\s\S]*?)```/.exec(
         readFileSync(join(SDK, 'README.md'), 'utf8'),
       );
       assert.ok(quickStart?.[1] !== undefined, 'the README has a quick start');
-      writeFileSync(join(project, 'quick-start.mjs'), quickStart[1]);
-      const { stdout } = await run(process.execPath, ['quick-start.mjs'], {
+      writeFileSync(join(project, 'quick-start.ts'), quickStart[1]);
+      // As an integrator's strict TypeScript project sees it: the installed package's types only.
+      await run(
+        process.execPath,
+        [
+          join(ROOT, 'node_modules/typescript/bin/tsc'),
+          ...['--strict', '--noEmit', '--skipLibCheck', '--target', 'es2022'],
+          ...['--module', 'nodenext', '--moduleResolution', 'nodenext'],
+          ...['--types', 'node', '--typeRoots', join(ROOT, 'node_modules/@types'), 'quick-start.ts'],
+        ],
+        { cwd: project, timeout: 60_000 },
+      ).catch((error: { stdout?: string }) => assert.fail(`tsc --strict: ${error.stdout ?? String(error)}`));
+      const { stdout } = await run(process.execPath, ['quick-start.ts'], {
         cwd: project,
         env: { ...process.env, SAFETY_API_URL: baseUrl, SAFETY_API_KEY: apiKey },
         timeout: 30_000,

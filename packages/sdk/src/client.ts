@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import createFetchClient, { type Client } from 'openapi-fetch';
 import { SafetyApiError } from './errors.js';
 import { ExportStream } from './export-stream.js';
@@ -18,7 +19,7 @@ import type {
 } from './types.js';
 
 export interface ClientOptions {
-  /** The service's origin, e.g. `https://safety.example.com`. */
+  /** The service's origin, e.g. `https://safety.example.com`: no path, no query. */
   baseUrl: string;
   /** `svc_` and 40 hex characters, from the admin panel. */
   apiKey: string;
@@ -26,6 +27,8 @@ export interface ClientOptions {
   fetch?: Fetch;
   /** How 429 and 503 answers are retried; `false` reports them at once. */
   retry?: RetryOptions | false;
+  /** Your application, named after the SDK in the `User-Agent` of every request. */
+  appInfo?: { name: string; version?: string };
 }
 
 export interface CallOptions {
@@ -46,6 +49,45 @@ export interface SyncOptions extends CallOptions {
 
 /** The largest page of the feed: the fewest requests for `sync()`. */
 const FEED_PAGE_SIZE = 1000;
+/** The largest page of incidents the API serves: the fewest requests for `incidents()`. */
+const INCIDENT_PAGE_SIZE = 200;
+
+const SDK_VERSION = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
+
+/** A product token of RFC 9110 (`name/version`): no space, slash or control character. */
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/** `User-Agent`: the SDK, Node.js, then the application when `appInfo` names it. */
+function userAgent(appInfo: ClientOptions['appInfo']): string {
+  const parts = [`safety-incident-sdk/${SDK_VERSION}`, `node/${process.versions.node}`];
+  if (appInfo !== undefined) {
+    const { name, version } = appInfo;
+    if (!TOKEN.test(name) || (version !== undefined && !TOKEN.test(version)))
+      throw new TypeError(
+        `appInfo: name and version must be single words of letters, digits and -._~ (got ${JSON.stringify(appInfo)})`,
+      );
+    parts.push(version === undefined ? name : `${name}/${version}`);
+  }
+  return parts.join(' ');
+}
+
+/** The service's origin from `baseUrl`, or a TypeError that says what is expected. */
+function originOf(baseUrl: unknown): string {
+  const expected = "baseUrl must be the service's origin, e.g. https://safety.example.com";
+  let url: URL;
+  try {
+    url = new URL(String(baseUrl));
+  } catch {
+    throw new TypeError(`${expected} (got ${JSON.stringify(baseUrl)})`);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:')
+    throw new TypeError(`${expected}: http:// or https:// (got ${JSON.stringify(baseUrl)})`);
+  if (url.pathname !== '/' || url.search !== '' || url.hash !== '')
+    throw new TypeError(
+      `${expected}, without a path or query: the SDK adds /api/v1/public/… (got ${JSON.stringify(baseUrl)})`,
+    );
+  return url.origin;
+}
 
 function rateLimitOf(response: Response): RateLimit | null {
   const limit = integerHeader(response.headers, 'x-ratelimit-limit');
@@ -82,11 +124,11 @@ function upserted(change: Change): TypedRecord | null {
 export class SafetyClient {
   readonly #api: Client<paths>;
 
-  constructor({ baseUrl, apiKey, fetch = globalThis.fetch, retry = {} }: ClientOptions) {
+  constructor({ baseUrl, apiKey, fetch = globalThis.fetch, retry = {}, appInfo }: ClientOptions) {
     this.#api = createFetchClient<paths>({
-      baseUrl,
+      baseUrl: originOf(baseUrl),
       fetch: retry === false ? fetch : retryingFetch(fetch, retry),
-      headers: { authorization: `Bearer ${apiKey}` },
+      headers: { authorization: `Bearer ${apiKey}`, 'user-agent': userAgent(appInfo) },
     });
   }
 
@@ -160,14 +202,18 @@ export class SafetyClient {
   }
 
   /**
-   * Every incident, page after page (`limit` per request). Pages are computed at request time, so
-   * for a consistent copy use an export or `sync()`; an incident pushed onto the next page by a new
-   * one is not yielded twice.
+   * Every incident, page after page (`limit` per request: the largest page, 200, unless told, so
+   * that a walk costs the fewest requests of the hourly allowance). Pages are computed at request
+   * time, so for a consistent copy use an export or `sync()`; an incident pushed onto the next page
+   * by a new one is not yielded twice.
    */
-  async *incidents(query: { limit?: number } = {}, options: CallOptions = {}): AsyncGenerator<Incident> {
+  async *incidents(
+    { limit = INCIDENT_PAGE_SIZE }: { limit?: number } = {},
+    options: CallOptions = {},
+  ): AsyncGenerator<Incident> {
     let previousPage = new Set<string>();
     for (let page = 1; ; page += 1) {
-      const { data } = await this.listIncidents({ page, limit: query.limit }, options);
+      const { data } = await this.listIncidents({ page, limit }, options);
       for (const incident of data.data) if (!previousPage.has(incident.id)) yield incident;
       if (page >= data.pagination.pages) return;
       previousPage = new Set(data.data.map((incident) => incident.id));
