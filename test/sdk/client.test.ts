@@ -4,8 +4,12 @@ import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import {
+  AuthenticationError,
   createClient,
   type Incident,
+  NotFoundError,
+  PermissionError,
+  RateLimitError,
   type RecordType,
   SafetyApiError,
   type SafetyClient,
@@ -116,6 +120,8 @@ for (const store of STORES) {
 
     test("errors carry the status, the contract's code, the message and the request id", async () => {
       const notFound = await apiError(client.getIncident(randomUUID()));
+      assert.ok(notFound instanceof NotFoundError, notFound.name);
+      assert.equal(notFound.name, 'NotFoundError');
       assert.equal(notFound.status, 404);
       assert.equal(notFound.code, null);
       assert.equal(notFound.message, 'Incident not found');
@@ -124,12 +130,22 @@ for (const store of STORES) {
       const unknownKey = createClient({ baseUrl, apiKey: `svc_${'0'.repeat(40)}` });
       const invalid = await apiError(unknownKey.listUsers());
       assert.deepEqual([invalid.status, invalid.code], [401, 'API_KEY_INVALID']);
+      assert.ok(invalid instanceof AuthenticationError, invalid.name);
       const refusedExport = await apiError(unknownKey.exportIncidents());
       assert.deepEqual([refusedExport.status, refusedExport.code], [401, 'API_KEY_INVALID']);
       const malformed = await apiError(createClient({ baseUrl, apiKey: 'not-a-key' }).listUsers());
       assert.deepEqual([malformed.status, malformed.code], [401, 'API_KEY_REQUIRED']);
+      // A key made while the plan had API access, then the plan without it.
+      const withoutPlan = randomUUID();
+      await importFile(ctx.db, ndjson([account(withoutPlan)]));
+      const planless = createClient({ baseUrl, apiKey: (await seedKey(ctx.db, withoutPlan)).rawKey });
+      await importFile(ctx.db, ndjson([account(withoutPlan, { api_access: false })]));
+      const refused = await apiError(planless.listUsers());
+      assert.deepEqual([refused.status, refused.code], [403, 'FEATURE_NOT_AVAILABLE']);
+      assert.ok(refused instanceof PermissionError, refused.name);
       const cursor = await apiError(client.listChanges({ cursor: 'garbled' }));
       assert.deepEqual([cursor.status, cursor.code], [400, 'INVALID_CURSOR']);
+      assert.equal(cursor.constructor, SafetyApiError, 'a 400 has no class of its own');
     });
 
     test('the iterators visit every record once', async () => {
@@ -278,6 +294,7 @@ for (const store of STORES) {
       const error = await apiError(small.listUsers());
       assert.ok(performance.now() - started < 5000);
       assert.deepEqual([error.status, error.code], [429, 'RATE_LIMIT_EXCEEDED']);
+      assert.ok(error instanceof RateLimitError, error.name);
       assert.ok(error.retryAfter !== null && error.retryAfter > 60, `Retry-After ${error.retryAfter}`);
       assert.deepEqual(error.rateLimit, { limit: 2, remaining: 0, reset: null });
     });

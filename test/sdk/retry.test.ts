@@ -3,7 +3,12 @@ import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, describe, test } from 'node:test';
-import { createClient, type RetryOptions, SafetyApiError } from '../../packages/sdk/src/index.ts';
+import {
+  createClient,
+  type RetryOptions,
+  SafetyApiError,
+  ServiceUnavailableError,
+} from '../../packages/sdk/src/index.ts';
 
 /**
  * The SDK's retries against a stub that answers from a script: 429 and 503 sequences the real
@@ -122,6 +127,7 @@ describe('SDK retries', () => {
         .catch((caught: unknown) => caught),
     );
     assert.ok(error instanceof SafetyApiError);
+    assert.ok(error instanceof ServiceUnavailableError, error.name);
     assert.equal(error.status, 503);
     assert.equal(error.code, null);
     assert.equal(error.message, 'Service temporarily unavailable');

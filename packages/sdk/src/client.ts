@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import createFetchClient, { type Client } from 'openapi-fetch';
-import { SafetyApiError } from './errors.js';
+import { errorClassOf, type SafetyApiError } from './errors.js';
 import { ExportStream } from './export-stream.js';
 import type { paths } from './generated/openapi.js';
 import { type Fetch, integerHeader, type RetryOptions, retryingFetch } from './retry.js';
@@ -97,7 +97,8 @@ function rateLimitOf(response: Response): RateLimit | null {
 }
 
 function errorOf(response: Response, body: unknown): SafetyApiError {
-  return new SafetyApiError(response.status, body, {
+  const ErrorClass = errorClassOf(response.status);
+  return new ErrorClass(response.status, body, {
     requestId: response.headers.get('x-request-id'),
     retryAfter: integerHeader(response.headers, 'retry-after'),
     rateLimit: rateLimitOf(response),

@@ -20,7 +20,7 @@ const isRecord = (value: unknown): value is Record<string, unknown> =>
  * `"error": true` (404, 405, 500, 503) or is not the API's JSON (a proxy's page).
  */
 export class SafetyApiError extends Error {
-  override readonly name = 'SafetyApiError';
+  override readonly name: string = 'SafetyApiError';
   readonly status: number;
   readonly code: ErrorCode | null;
   readonly requestId: string | null;
@@ -40,5 +40,48 @@ export class SafetyApiError extends Error {
     this.requestId = meta.requestId;
     this.retryAfter = meta.retryAfter;
     this.rateLimit = meta.rateLimit;
+  }
+}
+
+/** 401: the key is missing, malformed (`API_KEY_REQUIRED`), unknown, disabled, revoked or expired (`API_KEY_INVALID`). */
+export class AuthenticationError extends SafetyApiError {
+  override readonly name: string = 'AuthenticationError';
+}
+
+/** 403: the account's plan has no API access (`FEATURE_NOT_AVAILABLE`), or the key's scope is too narrow. */
+export class PermissionError extends SafetyApiError {
+  override readonly name: string = 'PermissionError';
+}
+
+/** 404: no such record in the key's account (or no such path). */
+export class NotFoundError extends SafetyApiError {
+  override readonly name: string = 'NotFoundError';
+}
+
+/** 429: the hourly allowance is used up; `retryAfter` says in how many seconds it comes back. */
+export class RateLimitError extends SafetyApiError {
+  override readonly name: string = 'RateLimitError';
+}
+
+/** 503: the service cannot reach its store for a moment; try again after `retryAfter` seconds. */
+export class ServiceUnavailableError extends SafetyApiError {
+  override readonly name: string = 'ServiceUnavailableError';
+}
+
+/** The error class of an answer's status: a subclass where one exists, else SafetyApiError itself. */
+export function errorClassOf(status: number): typeof SafetyApiError {
+  switch (status) {
+    case 401:
+      return AuthenticationError;
+    case 403:
+      return PermissionError;
+    case 404:
+      return NotFoundError;
+    case 429:
+      return RateLimitError;
+    case 503:
+      return ServiceUnavailableError;
+    default:
+      return SafetyApiError;
   }
 }

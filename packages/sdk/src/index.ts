@@ -5,7 +5,15 @@ export {
   SafetyClient,
   type SyncOptions,
 } from './client.js';
-export { type ErrorCode, SafetyApiError } from './errors.js';
+export {
+  AuthenticationError,
+  type ErrorCode,
+  NotFoundError,
+  PermissionError,
+  RateLimitError,
+  SafetyApiError,
+  ServiceUnavailableError,
+} from './errors.js';
 export { ExportStream } from './export-stream.js';
 export type { components, paths, webhooks } from './generated/openapi.js';
 export type { Fetch, RetryOptions } from './retry.js';
