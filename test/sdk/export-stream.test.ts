@@ -60,6 +60,12 @@ describe('ExportStream', () => {
     await assert.rejects(iterator.next(), /cut short/);
   });
 
+  test('read once: a second loop over the same export throws instead of yielding nothing', async () => {
+    const exported = new ExportStream(body([bytes('{"n":1}\n')]).stream, META);
+    assert.deepEqual(await rows(exported), [{ n: 1 }]);
+    await assert.rejects(rows(exported), /this export was read already: an export is read once/);
+  });
+
   test('a transfer that fails mid-body throws', async () => {
     const { stream } = body([bytes('{"n":1}\n')], Promise.resolve('fail'));
     await assert.rejects(rows(new ExportStream(stream, META)), /terminated/);

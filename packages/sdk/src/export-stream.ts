@@ -16,8 +16,8 @@ async function* ndjsonRows<Row>(body: ReadableStream<Uint8Array>): AsyncGenerato
 }
 
 /**
- * The rows of an export, in the list endpoint's order, read as they arrive. Iterate it once, to the
- * end, or `cancel()` it: the service holds the export's snapshot until then. Leaving a `for await`
+ * The rows of an export, in the list endpoint's order, read as they arrive. Iterate it once (a
+ * second loop throws), to the end, or `cancel()` it: the service holds the export's snapshot until then. Leaving a `for await`
  * loop early cancels it too.
  */
 export class ExportStream<Row> implements AsyncIterable<Row> {
@@ -27,6 +27,7 @@ export class ExportStream<Row> implements AsyncIterable<Row> {
   readonly requestId: string | null;
   readonly #body: ReadableStream<Uint8Array>;
   readonly #rows: AsyncGenerator<Row>;
+  #iterated = false;
 
   constructor(
     body: ReadableStream<Uint8Array>,
@@ -39,7 +40,11 @@ export class ExportStream<Row> implements AsyncIterable<Row> {
     this.#rows = ndjsonRows(body);
   }
 
+  /** The rows, once: a second loop over the same export throws rather than yield nothing. */
   [Symbol.asyncIterator](): AsyncGenerator<Row> {
+    if (this.#iterated)
+      throw new Error('this export was read already: an export is read once; export again for another pass');
+    this.#iterated = true;
     return this.#rows;
   }
 
