@@ -49,13 +49,18 @@ const unavailable = (retryAfter: string): Answer => ({
   body: JSON.stringify({ error: true, message: 'Service temporarily unavailable' }),
 });
 
+/** No answer: the connection is closed under the request. */
+const RESET: Answer = { status: 0, body: '' };
+
 /** Answers each request with the next answer of the script, and with the last one once it ran out. */
 async function stub(script: Answer[]) {
   let requests = 0;
-  const server = createServer((_request, response) => {
+  const server = createServer((request, response) => {
     const answer = script[Math.min(requests, script.length - 1)]!;
     requests += 1;
-    response.writeHead(answer.status, answer.headers).end(answer.body);
+    // A connection reset before any answer, as an instance that restarts gives.
+    if (answer === RESET) request.socket.destroy();
+    else response.writeHead(answer.status, answer.headers).end(answer.body);
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
@@ -95,6 +100,22 @@ describe('SDK retries', () => {
     assert.equal(result.requestId, 'req_stub');
     assert.equal(server.requests(), 2);
     assert.ok(ms >= 950, `waited ${ms} ms`);
+  });
+
+  test('a connection reset, then another, then a success: retried after a short backoff', async () => {
+    const server = await started([RESET, RESET, USERS]);
+    const { result } = await timed(() => server.client().listUsers());
+    assert.deepEqual(result.data, []);
+    assert.equal(server.requests(), 3);
+  });
+
+  test('network failures past maxAttempts, or with retry: false, reject as fetch does', async () => {
+    const always = await started([RESET]);
+    await assert.rejects(always.client({ maxAttempts: 2 }).listUsers(), TypeError);
+    assert.equal(always.requests(), 2);
+    const single = await started([RESET, USERS]);
+    await assert.rejects(single.client(false).listUsers(), TypeError);
+    assert.equal(single.requests(), 1, 'retry: false sends once');
   });
 
   test('a 503 then a success: retried', async () => {

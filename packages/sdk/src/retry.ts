@@ -3,7 +3,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 export type Fetch = (request: Request) => Promise<Response>;
 
 export interface RetryOptions {
-  /** Attempts in all, the first one included (default 3). 1 never retries. */
+  /**
+   * Attempts in all, the first one included (default 3). 1 never retries. Counted across 429s,
+   * 503s and network failures alike.
+   */
   maxAttempts?: number;
   /**
    * The most time one call spends waiting between attempts, in milliseconds (default 60 000). A
@@ -12,6 +15,12 @@ export interface RetryOptions {
    */
   maxWaitMs?: number;
 }
+
+/**
+ * Before the next attempt after a network failure (a refused or reset connection, as while an
+ * instance restarts): this, doubled at each attempt, jittered by up to half either way.
+ */
+const NETWORK_RETRY_BASE_MS = 250;
 
 /** What the service answers when the caller should come back later, with `Retry-After`. */
 const RETRIED_STATUSES = new Set([429, 503]);
@@ -28,25 +37,42 @@ export function integerHeader(headers: Headers, name: string): number | null {
 }
 
 /**
- * `fetch`, retrying 429 and 503 after their `Retry-After` within the budget. Aborting the
- * request's signal ends a wait at once.
+ * `fetch`, retrying within the budget: 429 and 503 after their `Retry-After`, and a request that
+ * failed on the network (fetch rejected, not aborted) after a short jittered backoff. Every request
+ * the SDK sends is a GET, so sending it again is safe. Aborting the request's signal ends a wait at
+ * once.
  */
-export function retryingFetch(fetch: Fetch, { maxAttempts = 3, maxWaitMs = 60_000 }: RetryOptions): Fetch {
+export function retryingFetch(
+  fetch: Fetch,
+  { maxAttempts = 3, maxWaitMs = 60_000 }: RetryOptions,
+  random: () => number = Math.random,
+): Fetch {
   return async (request) => {
     let waitedMs = 0;
-    for (let attempt = 1; ; attempt += 1) {
-      // Every request the SDK sends is a GET without a body, so the same Request can be sent again.
-      const response = await fetch(request);
-      if (!RETRIED_STATUSES.has(response.status) || attempt >= maxAttempts) return response;
-      const waitMs = (integerHeader(response.headers, 'retry-after') ?? DEFAULT_WAIT_SECONDS) * 1000;
-      if (waitedMs + waitMs > maxWaitMs) return response;
-      // Frees the connection for the next attempt.
-      await response.body?.cancel();
+    const wait = async (waitMs: number) => {
       await sleep(waitMs, undefined, { signal: request.signal }).catch(() => {
         // As fetch does, an aborted call rejects with the signal's reason.
         throw request.signal.reason;
       });
       waitedMs += waitMs;
+    };
+    for (let attempt = 1; ; attempt += 1) {
+      // A GET without a body: the same Request can be sent again.
+      let response: Response;
+      try {
+        response = await fetch(request);
+      } catch (error) {
+        const waitMs = Math.round(NETWORK_RETRY_BASE_MS * 2 ** (attempt - 1) * (0.5 + random()));
+        if (request.signal.aborted || attempt >= maxAttempts || waitedMs + waitMs > maxWaitMs) throw error;
+        await wait(waitMs);
+        continue;
+      }
+      if (!RETRIED_STATUSES.has(response.status) || attempt >= maxAttempts) return response;
+      const waitMs = (integerHeader(response.headers, 'retry-after') ?? DEFAULT_WAIT_SECONDS) * 1000;
+      if (waitedMs + waitMs > maxWaitMs) return response;
+      // Frees the connection for the next attempt.
+      await response.body?.cancel();
+      await wait(waitMs);
     }
   };
 }
