@@ -123,7 +123,7 @@ export function retryDelayMs(failures: number, random: () => number = Math.rando
 }
 
 /** How much later than its schedule a receiver's `Retry-After` may put a retry. */
-export const RETRY_AFTER_MAX_EXTRA_MS = 3_600_000;
+const RETRY_AFTER_MAX_EXTRA_MS = 3_600_000;
 
 /**
  * The wait before the retry that follows the `failures`-th failure: the schedule's, or longer when
