@@ -17,6 +17,7 @@ import {
 import { type AuditEventRow, auditRepository } from '../db/repositories/audit-events.ts';
 import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
+import { requireApiAccess } from './account-plan.ts';
 import { isStorableText } from '../lib/storable-text.ts';
 import { storableText } from './input-text.ts';
 
@@ -170,16 +171,13 @@ export const apiKeyService = {
     const name = parseName(input.name);
     const scope = parseScope(input.scope ?? 'read');
     const expiresAt = input.expiresAt ? parseExpiry(input.expiresAt, now) : null;
-    const account = await accountRepository.findById(db, input.accountId);
-    if (account === undefined) throw new InputError(`no account with id "${input.accountId}"`);
-    if (account.api_access !== 1)
-      throw new InputError(`the plan of account "${account.id}" does not include API access`);
+    await requireApiAccess(db, input.accountId);
 
     const { rawKey, keyHash, prefix } = generateApiKey();
     const stamp = now.toISOString();
     const row: ApiKeyRow = {
       id: randomUUID(),
-      account_id: account.id,
+      account_id: input.accountId,
       name,
       prefix,
       scope,
@@ -259,9 +257,7 @@ export const apiKeyService = {
       if (state !== 'active') throw new InputError(`only an active key can be rolled (this one is ${state})`);
       if (old.rolled_to !== null)
         throw new InputError('the key was already rolled: roll its successor instead');
-      const account = await accountRepository.findById(db, old.account_id);
-      if (account?.api_access !== 1)
-        throw new InputError(`the plan of account "${old.account_id}" does not include API access`);
+      await requireApiAccess(db, old.account_id);
 
       const chosen = new Date(now.getTime() + ROLL_OVERLAPS[overlap]).toISOString();
       const oldExpiresAt = old.expires_at !== null && old.expires_at < chosen ? old.expires_at : chosen;

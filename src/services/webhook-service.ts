@@ -12,6 +12,7 @@ import {
 } from '../db/repositories/webhooks.ts';
 import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
+import { requireApiAccess } from './account-plan.ts';
 import { parseEventFilter, TEST_EVENT_TYPE } from '../webhooks/events.ts';
 import type { OutboundClient, PostResult } from '../webhooks/outbound.ts';
 import { testEventBody } from '../webhooks/payload.ts';
@@ -75,14 +76,6 @@ export type Actor = string;
 export const DEFAULT_OVERLAP_HOURS = 24;
 const MAX_OVERLAP_HOURS = 24 * 30;
 const MAX_DESCRIPTION_LENGTH = 200;
-/** Refuses, with one line, an account that does not exist or whose plan has no API access. */
-async function requireApiAccess(db: Kysely<Database>, accountId: string): Promise<void> {
-  const account = await accountRepository.findById(db, accountId);
-  if (account === undefined) throw new InputError(`no account with id "${accountId}"`);
-  if (account.api_access !== 1)
-    throw new InputError(`the plan of account "${accountId}" does not include API access`);
-}
-
 /** Attempts `show` lists. */
 export const ATTEMPTS_SHOWN = 50;
 
