@@ -1,24 +1,14 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ConfigError, ENVIRONMENT, loadConfig } from '../config.ts';
-import { migrateThrough } from '../db/migrate.ts';
 import { isStoreUnavailable } from '../db/store-health.ts';
 import { InputError } from '../errors.ts';
 import { PROJECT_ROOT } from '../paths.ts';
-import { accountsCommands } from './accounts.ts';
-import { backupCommand, restoreCommand } from './backup.ts';
-import { cacheCommands } from './cache.ts';
 import { type Command, type CommandGroup, commandHelp, groupHelp, type Io } from './command.ts';
-import { copyStoreCommand } from './copy-store.ts';
-import { healthcheckCommand } from './healthcheck.ts';
-import { importCommand } from './import.ts';
-import { keysCommands } from './keys.ts';
-import { oauthClientsCommands } from './oauth-clients.ts';
-import { usersCommands } from './users.ts';
-import { webhooksCommands } from './webhooks.ts';
 
-// The server, the importer and the demo are loaded only by the commands that use them, so that
-// the quick commands (keys, users, accounts) start fast.
+// A command loads only its own module, and that module what it uses: `keys create` does not load
+// the server, the importer, the webhook sender or the driver of the other store, an unknown command
+// or a --version loads nothing of them. Starting the CLI is most of what a quick command costs.
 
 const serve: Command = {
   name: 'serve',
@@ -50,6 +40,7 @@ const migrate: Command = {
   example: 'DATABASE_URL=sqlite:./data/safety-api.db safety-api migrate',
   async run(_args, io) {
     const config = loadConfig();
+    const { migrateThrough } = await import('../db/migrate.ts');
     const { applied, newer } = await migrateThrough(config.databaseUrl, config.migrationDatabaseUrl, {
       onWait: () => io.out('Another process is applying migrations: waiting for it.'),
     });
@@ -74,21 +65,22 @@ const demo: Command = {
   },
 };
 
-const COMMANDS: (Command | CommandGroup)[] = [
-  serve,
-  migrate,
-  importCommand,
-  demo,
-  healthcheckCommand,
-  accountsCommands,
-  keysCommands,
-  usersCommands,
-  oauthClientsCommands,
-  webhooksCommands,
-  cacheCommands,
-  copyStoreCommand,
-  backupCommand,
-  restoreCommand,
+/** Every command and group, in the order of the overview, each loaded when it is asked for. */
+const COMMANDS: [name: string, load: () => Promise<Command | CommandGroup>][] = [
+  ['serve', async () => serve],
+  ['migrate', async () => migrate],
+  ['import', async () => (await import('./import.ts')).importCommand],
+  ['demo', async () => demo],
+  ['healthcheck', async () => (await import('./healthcheck.ts')).healthcheckCommand],
+  ['accounts', async () => (await import('./accounts.ts')).accountsCommands],
+  ['keys', async () => (await import('./keys.ts')).keysCommands],
+  ['users', async () => (await import('./users.ts')).usersCommands],
+  ['oauth-clients', async () => (await import('./oauth-clients.ts')).oauthClientsCommands],
+  ['webhooks', async () => (await import('./webhooks.ts')).webhooksCommands],
+  ['cache', async () => (await import('./cache.ts')).cacheCommands],
+  ['copy-store', async () => (await import('./copy-store.ts')).copyStoreCommand],
+  ['backup', async () => (await import('./backup.ts')).backupCommand],
+  ['restore', async () => (await import('./backup.ts')).restoreCommand],
 ];
 
 const isGroup = (entry: Command | CommandGroup): entry is CommandGroup => 'subcommands' in entry;
@@ -100,8 +92,9 @@ function version(): string {
   return manifest.version;
 }
 
-function overview(): string {
-  const lines = COMMANDS.flatMap((entry) => (isGroup(entry) ? entry.subcommands : [entry]));
+async function overview(): Promise<string> {
+  const entries = await Promise.all(COMMANDS.map(([, load]) => load()));
+  const lines = entries.flatMap((entry) => (isGroup(entry) ? entry.subcommands : [entry]));
   const width = Math.max(...lines.map((c) => c.name.length));
   return [
     'safety-api: the Safety Incident API server and its operator commands',
@@ -120,14 +113,15 @@ function overview(): string {
 const wantsHelp = (args: string[]) => args.includes('--help') || args.includes('-h');
 
 /** What `argv` names: a command with its arguments, a group's help, or an InputError. */
-function resolve(argv: string[]): { help: string } | { command: Command; args: string[] } {
+async function resolve(argv: string[]): Promise<{ help: string } | { command: Command; args: string[] }> {
   const [name, ...rest] = argv;
   if (name === undefined || name === 'help' || name === '--help' || name === '-h')
-    return { help: overview() };
-  const entry = COMMANDS.find((c) => c.name === name);
-  if (entry === undefined) {
+    return { help: await overview() };
+  const load = COMMANDS.find(([commandName]) => commandName === name)?.[1];
+  if (load === undefined) {
     throw new InputError(`unknown command "${name}" (run "safety-api --help" for the list)`);
   }
+  const entry = await load();
   if (!isGroup(entry)) return wantsHelp(rest) ? { help: commandHelp(entry) } : { command: entry, args: rest };
 
   const [action, ...args] = rest;
@@ -161,7 +155,7 @@ export async function main(argv: string[], io: Omit<Io, 'warn'> = stdio): Promis
       io.out(version());
       return 0;
     }
-    const resolved = resolve(argv);
+    const resolved = await resolve(argv);
     if ('help' in resolved) {
       io.out(resolved.help);
       // A bare `safety-api` is a mistake worth a non-zero exit; asking for help is not.
