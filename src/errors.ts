@@ -18,13 +18,20 @@ export const BODY_LIMIT_BYTES = 1024 * 1024;
  */
 export class ApiError extends Error {
   override name = 'ApiError';
+  readonly statusCode: number;
+  readonly code: string | null;
+  readonly headers: Record<string, string | number>;
+
   constructor(
-    readonly statusCode: number,
-    readonly code: string | null,
+    statusCode: number,
+    code: string | null,
     message: string,
-    readonly headers: Record<string, string | number> = {},
+    headers: Record<string, string | number> = {},
   ) {
     super(message);
+    this.statusCode = statusCode;
+    this.code = code;
+    this.headers = headers;
   }
 
   get body(): { error: string | true; message: string } {

@@ -30,7 +30,11 @@ class RouteSeries {
   sum = 0;
   count = 0;
 
-  constructor(readonly labels: string) {}
+  readonly labels: string;
+
+  constructor(labels: string) {
+    this.labels = labels;
+  }
 
   record(status: number, seconds: number): void {
     this.byStatus.set(status, (this.byStatus.get(status) ?? 0) + 1);

@@ -23,7 +23,11 @@ const RECONNECT_AFTER_ABANDON_MS = 100;
 export class RedisSuspicion {
   private until = 0;
 
-  constructor(private readonly retryAfterMs = 1000) {}
+  private readonly retryAfterMs: number;
+
+  constructor(retryAfterMs = 1000) {
+    this.retryAfterMs = retryAfterMs;
+  }
 
   /** Whether a command was late within the last `retryAfterMs`: Redis is best not asked now. */
   get suspect(): boolean {
@@ -200,7 +204,11 @@ export class RedisAvailability {
   private lostAt: number | null = null;
   private recovery: NodeJS.Timeout | null = null;
 
-  constructor(private readonly logger: RedisLogger) {}
+  private readonly logger: RedisLogger;
+
+  constructor(logger: RedisLogger) {
+    this.logger = logger;
+  }
 
   watch(redis: Redis): void {
     this.connections.push(redis);

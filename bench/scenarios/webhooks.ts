@@ -64,10 +64,12 @@ class Receiver {
   private nextId = 0;
   private readonly pending = new Map<number, { resolve(reply: unknown): void; reject(e: Error): void }>();
 
-  private constructor(
-    readonly child: ChildProcess & { pid: number },
-    readonly ports: number[],
-  ) {
+  readonly child: ChildProcess & { pid: number };
+  readonly ports: number[];
+
+  private constructor(child: ChildProcess & { pid: number }, ports: number[]) {
+    this.child = child;
+    this.ports = ports;
     child.on('message', (message: { id?: number }) => {
       if (message.id === undefined) return;
       this.pending.get(message.id)?.resolve(message);
@@ -83,8 +85,6 @@ class Receiver {
   /** Starts a receiver with `endpoints` ports, on the load generator's CPUs. */
   static async start(endpoints: number): Promise<Receiver> {
     const [command, args] = pinned('loadGenerator', process.execPath, [
-      '--import',
-      'tsx',
       join(ROOT, 'bench/webhook-receiver.ts'),
       String(endpoints),
     ]);

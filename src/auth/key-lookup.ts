@@ -64,11 +64,16 @@ export class KeyLookup {
   /** Reads under way, by drops, generation and key hash (`findByHash`). */
   private readonly reads = new Map<string, Promise<KeyForAuth | undefined>>();
 
+  private readonly db: Kysely<Database>;
+  private readonly watch: Pick<CommitWatch, 'current'> | Pick<SharedGeneration, 'current'> | null;
+
   constructor(
-    private readonly db: Kysely<Database>,
-    private readonly watch: Pick<CommitWatch, 'current'> | Pick<SharedGeneration, 'current'> | null,
+    db: Kysely<Database>,
+    watch: Pick<CommitWatch, 'current'> | Pick<SharedGeneration, 'current'> | null,
     maxBytes = cacheBudgets(DEFAULT_CACHE_MAX_MB).keyRows,
   ) {
+    this.db = db;
+    this.watch = watch;
     this.rows = new Lru(maxBytes, cachedRowBytes);
   }
 

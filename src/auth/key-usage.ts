@@ -35,11 +35,16 @@ export class KeyUsageRecorder {
   private purgedAt = Number.NEGATIVE_INFINITY;
   private readonly now: () => number;
 
+  private readonly db: Kysely<Database>;
+  private readonly onError: (error: unknown) => void;
+
   constructor(
-    private readonly db: Kysely<Database>,
-    private readonly onError: (error: unknown) => void,
+    db: Kysely<Database>,
+    onError: (error: unknown) => void,
     { intervalMs = 10_000, now = Date.now }: { intervalMs?: number; now?: () => number } = {},
   ) {
+    this.db = db;
+    this.onError = onError;
     this.now = now;
     // On its own: flush() never rejects (a failed write is kept for the next pass and reported).
     this.timer = setInterval(() => void this.flush(), intervalMs);

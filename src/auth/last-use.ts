@@ -11,11 +11,12 @@ export class LastUseRecorder {
   private readonly timer: NodeJS.Timeout;
   private flushing: Promise<void> = Promise.resolve();
 
-  constructor(
-    private readonly db: Kysely<Database>,
-    private readonly onError: (error: unknown) => void,
-    intervalMs = 5000,
-  ) {
+  private readonly db: Kysely<Database>;
+  private readonly onError: (error: unknown) => void;
+
+  constructor(db: Kysely<Database>, onError: (error: unknown) => void, intervalMs = 5000) {
+    this.db = db;
+    this.onError = onError;
     // On its own: flush() never rejects (a failed write is kept for the next pass and reported).
     this.timer = setInterval(() => void this.flush(), intervalMs);
     this.timer.unref();

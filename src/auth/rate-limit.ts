@@ -49,11 +49,11 @@ const UNBOUNDED_POINTS = Number.MAX_SAFE_INTEGER;
  * insurance limiter silently; counting each use here makes the fallback visible in /metrics.
  */
 class CountedFallbackLimiter extends RateLimiterMemory {
-  constructor(
-    options: ConstructorParameters<typeof RateLimiterMemory>[0],
-    private readonly uses: Counter,
-  ) {
+  private readonly uses: Counter;
+
+  constructor(options: ConstructorParameters<typeof RateLimiterMemory>[0], uses: Counter) {
     super(options);
+    this.uses = uses;
   }
 
   override consume(...args: Parameters<RateLimiterMemory['consume']>): Promise<RateLimiterRes> {
@@ -92,14 +92,17 @@ return {consumed, ttl, redis.call('get', ${luaString(generationKey)})}`;
 
 /** A count made by `countingScript`, with the generation it read. */
 class CountWithGeneration extends RateLimiterRes {
+  readonly generation: string | null;
+
   constructor(
     remainingPoints: number,
     msBeforeNext: number,
     consumedPoints: number,
     isFirstInDuration: boolean,
-    readonly generation: string | null,
+    generation: string | null,
   ) {
     super(remainingPoints, msBeforeNext, consumedPoints, isFirstInDuration);
+    this.generation = generation;
   }
 }
 

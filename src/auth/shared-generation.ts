@@ -23,13 +23,17 @@ export class SharedGeneration {
   /** A failed bump is being tried again (`bumpOrKeepTrying`). */
   private retrying = false;
 
-  private constructor(
-    private readonly redis: Redis,
-    /** Where the value lives; the rate limiter's counting script reads it too (`PublicRateLimiter`). */
-    readonly key: string,
-    /** The process's Redis failures: while one is recent, the generation is not read (`null`). */
-    private readonly suspicion: RedisSuspicion,
-  ) {}
+  private readonly redis: Redis;
+  /** Where the value lives; the rate limiter's counting script reads it too (`PublicRateLimiter`). */
+  readonly key: string;
+  /** The process's Redis failures: while one is recent, the generation is not read (`null`). */
+  private readonly suspicion: RedisSuspicion;
+
+  private constructor(redis: Redis, key: string, suspicion: RedisSuspicion) {
+    this.redis = redis;
+    this.key = key;
+    this.suspicion = suspicion;
+  }
 
   /**
    * The generation of the database `db` is connected to. It is named after the database's own

@@ -74,10 +74,13 @@ export class SignIn {
   // attacker which emails have an account. Made once, at the current cost.
   private decoy: Promise<string> | undefined;
 
-  private constructor(
-    private readonly byEmail: RateLimiterAbstract,
-    private readonly byAddress: RateLimiterAbstract,
-  ) {}
+  private readonly byEmail: RateLimiterAbstract;
+  private readonly byAddress: RateLimiterAbstract;
+
+  private constructor(byEmail: RateLimiterAbstract, byAddress: RateLimiterAbstract) {
+    this.byEmail = byEmail;
+    this.byAddress = byAddress;
+  }
 
   /** `redis` is the process's shared connection (see src/redis.ts), or `null` to count in memory. */
   static create(redis: Redis | null): SignIn {

@@ -39,8 +39,12 @@ export class CommitWatch {
   /** The read that the callers since the last one wait for; `null` until someone asks. */
   private nextRead: Promise<number> | null = null;
 
+  private readonly databasePath: string;
+
   /** `databasePath`: the SQLite file, opened in WAL mode by a connection that stays open. */
-  constructor(private readonly databasePath: string) {}
+  constructor(databasePath: string) {
+    this.databasePath = databasePath;
+  }
 
   /**
    * A number that stays the same for as long as no transaction commits, and changes when one may

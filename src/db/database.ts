@@ -155,8 +155,11 @@ function openSqlite(
  * timeout, so a transaction that began never meets that failure.
  */
 class ImmediateSqliteDialect extends SqliteDialect {
-  constructor(private readonly settings: SqliteDialectConfig) {
+  private readonly settings: SqliteDialectConfig;
+
+  constructor(settings: SqliteDialectConfig) {
     super(settings);
+    this.settings = settings;
   }
 
   override createDriver(): Driver {

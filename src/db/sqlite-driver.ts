@@ -50,10 +50,13 @@ class ServerSqliteDriver implements Driver {
   private transactionEnded: Promise<void> = Promise.resolve();
   private endTransaction: () => void = () => {};
 
-  constructor(
-    private readonly database: SqliteDatabase,
-    private readonly options: BusyRetryOptions,
-  ) {}
+  private readonly database: SqliteDatabase;
+  private readonly options: BusyRetryOptions;
+
+  constructor(database: SqliteDatabase, options: BusyRetryOptions) {
+    this.database = database;
+    this.options = options;
+  }
 
   async init(): Promise<void> {}
 
@@ -154,7 +157,11 @@ class ServerSqliteDriver implements Driver {
 }
 
 class ServerSqliteConnection implements DatabaseConnection {
-  constructor(private readonly driver: ServerSqliteDriver) {}
+  private readonly driver: ServerSqliteDriver;
+
+  constructor(driver: ServerSqliteDriver) {
+    this.driver = driver;
+  }
 
   executeQuery<R>(compiledQuery: CompiledQuery): Promise<QueryResult<R>> {
     return this.driver.execute<R>(this, compiledQuery);
@@ -170,11 +177,13 @@ class ServerSqliteConnection implements DatabaseConnection {
 
 /** Kysely's SQLite dialect with the server's driver in place of its own. */
 export class ServerSqliteDialect extends SqliteDialect {
-  constructor(
-    private readonly sqlite: SqliteDatabase,
-    private readonly busy: BusyRetryOptions,
-  ) {
+  private readonly sqlite: SqliteDatabase;
+  private readonly busy: BusyRetryOptions;
+
+  constructor(sqlite: SqliteDatabase, busy: BusyRetryOptions) {
     super({ database: sqlite });
+    this.sqlite = sqlite;
+    this.busy = busy;
   }
 
   override createDriver(): Driver {

@@ -21,7 +21,11 @@ export class RequestBudget {
   private spentMs = 0;
   private ended = false;
 
-  constructor(private readonly budgetMs: number) {}
+  private readonly budgetMs: number;
+
+  constructor(budgetMs: number) {
+    this.budgetMs = budgetMs;
+  }
 
   /** What is left of it, in ms (0 or less: spent). */
   get leftMs(): number {

@@ -96,16 +96,21 @@ export class StoreMonitor {
   /** Failures of the current outage, by operation. */
   private failed = new Map<string, number>();
 
+  private readonly probe: () => Promise<unknown>;
+  private readonly logger: MonitorLogger;
+  private readonly probeIntervalMs: number;
+  private readonly quietMs: number;
+
   /**
    * `quietMs` lies beyond the longest deadline of a request (PostgreSQL's 2.5 s budget), so a
    * request that was stuck when the probe succeeded has had time to fail and be reported.
    */
-  constructor(
-    private readonly probe: () => Promise<unknown>,
-    private readonly logger: MonitorLogger,
-    private readonly probeIntervalMs = 1000,
-    private readonly quietMs = 3000,
-  ) {}
+  constructor(probe: () => Promise<unknown>, logger: MonitorLogger, probeIntervalMs = 1000, quietMs = 3000) {
+    this.probe = probe;
+    this.logger = logger;
+    this.probeIntervalMs = probeIntervalMs;
+    this.quietMs = quietMs;
+  }
 
   get available(): boolean {
     return !this.down;

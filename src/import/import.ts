@@ -118,14 +118,17 @@ class Batches {
   /** The time written with the changes being taken: that of the last batch written. */
   private changedAt = new Date().toISOString();
 
+  private readonly db: Kysely<Database>;
+  private readonly newOnly: boolean;
+
   /**
    * @param newOnly write the records of the kinds that have `insertNew` with it: the transaction
    * fails (`IncidentExistsError`) at the first of those records whose id is stored
    */
-  constructor(
-    private readonly db: Kysely<Database>,
-    private readonly newOnly: boolean,
-  ) {}
+  constructor(db: Kysely<Database>, newOnly: boolean) {
+    this.db = db;
+    this.newOnly = newOnly;
+  }
 
   async start(): Promise<void> {
     this.tombstonesExist = await incidentRepository.anyTombstone(this.db);

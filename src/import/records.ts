@@ -85,10 +85,13 @@ function isCanonicalUtc(text: string): boolean {
 
 /** Reads one record's fields, naming the record and field in every error. */
 export class Fields {
-  constructor(
-    private readonly where: string,
-    private readonly record: Record<string, unknown>,
-  ) {}
+  private readonly where: string;
+  private readonly record: Record<string, unknown>;
+
+  constructor(where: string, record: Record<string, unknown>) {
+    this.where = where;
+    this.record = record;
+  }
 
   fail(field: string, problem: string): never {
     throw new InputError(`${this.where}: field "${field}" ${problem}`);

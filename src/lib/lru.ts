@@ -25,10 +25,13 @@ export class Lru<K, V> {
   /** The newest entry's key: reading that entry again changes no order, so it is not moved. */
   private newest: K | undefined;
 
-  constructor(
-    private readonly maxSize: number,
-    private readonly sizeOf: (value: V, key: K) => number = () => 1,
-  ) {}
+  private readonly maxSize: number;
+  private readonly sizeOf: (value: V, key: K) => number;
+
+  constructor(maxSize: number, sizeOf: (value: V, key: K) => number = () => 1) {
+    this.maxSize = maxSize;
+    this.sizeOf = sizeOf;
+  }
 
   /** The sum of the entries' sizes. */
   get size(): number {

@@ -43,7 +43,11 @@ async function refuseIfIssuing(): Promise<void> {
 }
 
 class ClientAdapter implements Adapter {
-  constructor(private readonly db: Kysely<Database>) {}
+  private readonly db: Kysely<Database>;
+
+  constructor(db: Kysely<Database>) {
+    this.db = db;
+  }
 
   async find(clientId: string): Promise<AdapterPayload | undefined> {
     // A client id from a request that no client can have is unknown, as any other (invalid_client).
@@ -109,10 +113,12 @@ const sha256 = (value: string): string => createHash('sha256').update(value).dig
 class PayloadAdapter implements Adapter {
   private readonly bearer: boolean;
 
-  constructor(
-    private readonly db: Kysely<Database>,
-    private readonly model: string,
-  ) {
+  private readonly db: Kysely<Database>;
+  private readonly model: string;
+
+  constructor(db: Kysely<Database>, model: string) {
+    this.db = db;
+    this.model = model;
     this.bearer = BEARER_MODELS.has(model);
   }
 

@@ -161,7 +161,10 @@ class LineSink {
   /** The stream's failure (a file that cannot be opened or written), thrown at the next write. */
   private failure: Error | null = null;
 
-  constructor(private readonly out: Writable) {
+  private readonly out: Writable;
+
+  constructor(out: Writable) {
+    this.out = out;
     out.on('error', (error) => {
       this.failure = error;
     });

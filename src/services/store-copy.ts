@@ -116,13 +116,16 @@ export const tableMatches = (report: TableReport): boolean =>
 /** The target did not hold what the snapshot held: nothing was committed. */
 export class CopyVerificationError extends Error {
   override name = 'CopyVerificationError';
-  constructor(readonly tables: TableReport[]) {
+  readonly tables: TableReport[];
+
+  constructor(tables: TableReport[]) {
     super(
       `the target did not match the snapshot (${tables
         .filter((t) => !tableMatches(t))
         .map((t) => t.table)
         .join(', ')}): nothing was committed, the target is as it was`,
     );
+    this.tables = tables;
   }
 }
 

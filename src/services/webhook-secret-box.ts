@@ -14,7 +14,11 @@ import { storedOrGenerated } from './generated-secrets.ts';
 const VERSION = 'v1';
 
 export class SecretBox {
-  constructor(private readonly key: Buffer) {}
+  private readonly key: Buffer;
+
+  constructor(key: Buffer) {
+    this.key = key;
+  }
 
   seal(endpointId: string, secret: string): string {
     const iv = randomBytes(12);

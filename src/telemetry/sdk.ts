@@ -127,11 +127,12 @@ class GuardedProcessor implements SpanProcessor {
   private queued = 0;
   readonly batch: BatchSpanProcessor;
 
-  constructor(
-    exporter: SpanExporter,
-    private readonly settings: TracingSettings,
-    private readonly dropped: Counter<'reason'>,
-  ) {
+  private readonly settings: TracingSettings;
+  private readonly dropped: Counter<'reason'>;
+
+  constructor(exporter: SpanExporter, settings: TracingSettings, dropped: Counter<'reason'>) {
+    this.settings = settings;
+    this.dropped = dropped;
     this.batch = new BatchSpanProcessor({
       exporter: new CountedExporter(exporter, this, dropped),
       maxQueueSize: settings.maxQueueSize,
@@ -169,11 +170,15 @@ class GuardedProcessor implements SpanProcessor {
 }
 
 class CountedExporter implements SpanExporter {
-  constructor(
-    private readonly exporter: SpanExporter,
-    private readonly processor: GuardedProcessor,
-    private readonly dropped: Counter<'reason'>,
-  ) {}
+  private readonly exporter: SpanExporter;
+  private readonly processor: GuardedProcessor;
+  private readonly dropped: Counter<'reason'>;
+
+  constructor(exporter: SpanExporter, processor: GuardedProcessor, dropped: Counter<'reason'>) {
+    this.exporter = exporter;
+    this.processor = processor;
+    this.dropped = dropped;
+  }
 
   export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
     this.processor.handedOver(spans.length);

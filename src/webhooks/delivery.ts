@@ -270,19 +270,28 @@ class EndpointWorker {
   private acknowledgedEmpty: boolean | null = null;
   readonly done: Promise<void>;
 
+  readonly id: string;
+  readonly accountId: string;
+  /**
+   * The claim this worker delivers under (`INSTANCE/N`, the endpoint's `lease_owner`): every
+   * write of the worker applies only while the endpoint is held under it, so a worker whose lease
+   * was released (resend, disable) cannot write over the endpoint once it is claimed again, even
+   * by the same instance.
+   */
+  readonly token: string;
+  private readonly dispatcher: WebhookDispatcher;
+
   constructor(
-    readonly id: string,
-    readonly accountId: string,
-    /**
-     * The claim this worker delivers under (`INSTANCE/N`, the endpoint's `lease_owner`): every
-     * write of the worker applies only while the endpoint is held under it, so a worker whose lease
-     * was released (resend, disable) cannot write over the endpoint once it is claimed again, even
-     * by the same instance.
-     */
-    readonly token: string,
+    id: string,
+    accountId: string,
+    token: string,
     leaseUntil: number,
-    private readonly dispatcher: WebhookDispatcher,
+    dispatcher: WebhookDispatcher,
   ) {
+    this.id = id;
+    this.accountId = accountId;
+    this.token = token;
+    this.dispatcher = dispatcher;
     this.leaseUntil = leaseUntil;
     this.done = this.loop().catch((error: unknown) => {
       if (!isStoreUnavailable(error))
@@ -671,7 +680,10 @@ export class WebhookDispatcher {
   /** When the leases held were last renewed (Date.now()); 0 before the first tick. */
   private renewedAt = 0;
 
-  constructor(readonly options: DispatcherOptions) {
+  readonly options: DispatcherOptions;
+
+  constructor(options: DispatcherOptions) {
+    this.options = options;
     this.metrics = new DeliveryMetrics(() => this.workers.values());
   }
 

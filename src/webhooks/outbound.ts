@@ -131,7 +131,10 @@ export class OutboundClient {
   private readonly agent: Agent;
   private readonly resolve: Resolver;
 
-  constructor(private readonly options: OutboundOptions) {
+  private readonly options: OutboundOptions;
+
+  constructor(options: OutboundOptions) {
+    this.options = options;
     this.resolve = options.resolve ?? systemResolver;
     this.agent = new Agent({
       connect: options.allowPrivate ? { timeout: options.timeoutMs } : this.guardedConnector(),

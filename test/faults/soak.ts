@@ -82,11 +82,14 @@ class Receiver {
   private server: Server | null = null;
   port = 0;
 
-  constructor(
-    readonly name: string,
-    /** The answer to an attempt: a status, or 'late' (past the timeout). */
-    private readonly answer: (firstAttempt: boolean) => number | 'late',
-  ) {}
+  readonly name: string;
+  /** The answer to an attempt: a status, or 'late' (past the timeout). */
+  private readonly answer: (firstAttempt: boolean) => number | 'late';
+
+  constructor(name: string, answer: (firstAttempt: boolean) => number | 'late') {
+    this.name = name;
+    this.answer = answer;
+  }
 
   async start(port?: number): Promise<void> {
     this.port = port ?? (await freePort());

@@ -109,7 +109,11 @@ export function discover(server: OauthServer, clientId: string, clientSecret: st
 export class Browser {
   private readonly cookies = new Map<string, string>();
 
-  constructor(readonly origin: string) {}
+  readonly origin: string;
+
+  constructor(origin: string) {
+    this.origin = origin;
+  }
 
   cookie(name: string): string | undefined {
     return this.cookies.get(name);

@@ -40,7 +40,10 @@ export class DocumentCheck {
   /** `operationId status` of every response checked, for coverage assertions. */
   readonly seen = new Set<string>();
 
-  constructor(readonly document: Json) {
+  readonly document: Json;
+
+  constructor(document: Json) {
+    this.document = document;
     addFormats.default(this.ajv);
     this.ajv.addSchema(document, DOCUMENT_ID);
   }

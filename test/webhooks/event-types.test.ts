@@ -38,7 +38,11 @@ class Incidents {
   private readonly names = new Map<string, string>();
   private readonly numbers = new Map<string, number>();
 
-  constructor(private readonly accountId: string) {}
+  private readonly accountId: string;
+
+  constructor(accountId: string) {
+    this.accountId = accountId;
+  }
 
   id(name: string): string {
     let id = this.ids.get(name);

@@ -52,10 +52,13 @@ export function csrfTokenOf(page: string): string {
 export class AdminClient {
   readonly cookies = new Map<string, string>();
 
-  constructor(
-    private readonly app: FastifyInstance,
-    private readonly remoteAddress = '127.0.0.1',
-  ) {}
+  private readonly app: FastifyInstance;
+  private readonly remoteAddress: string;
+
+  constructor(app: FastifyInstance, remoteAddress = '127.0.0.1') {
+    this.app = app;
+    this.remoteAddress = remoteAddress;
+  }
 
   private keep(res: LightMyRequestResponse): LightMyRequestResponse {
     for (const cookie of res.cookies as { name: string; value: string; maxAge?: number; expires?: Date }[]) {
