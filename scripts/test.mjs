@@ -1,4 +1,4 @@
-// `npm test`: every test/**/*.test.ts file under node's test runner (through tsx). Extra arguments
+// `npm test`: every test/**/*.test.ts file under node's test runner (TypeScript through Node's own type stripping). Extra arguments
 // select files by substring.
 import { createWriteStream, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -34,7 +34,7 @@ await buildDist();
 const stores = (process.env.TEST_STORES ?? 'sqlite,postgres').split(',');
 const templates = await createTemplates(stores);
 // The runner's API rather than `node --test`, which sorts the files it is given by name: each test
-// file runs in a process of its own (through tsx), three at a time, in the order above.
+// file runs in a process of its own (TypeScript through Node's own type stripping), three at a time, in the order above.
 Object.assign(process.env, templates.env);
 const cancel = new AbortController();
 // Ctrl-C reaches the test processes too (same process group): the run ends, then the templates go.
@@ -46,7 +46,6 @@ try {
     files,
     concurrency: 3,
     timeout: 120_000,
-    execArgv: ['--import', 'tsx'],
     signal: cancel.signal,
   });
   stream.on('test:fail', () => {

@@ -231,7 +231,7 @@ describe('a connection that never reached Redis', () => {
       connection.disconnect();
       console.log(JSON.stringify({ before, after: timers() }));
     `;
-    const { code, stdout, stderr } = await runNode(['--import', 'tsx', '--input-type=module', '-e', script]);
+    const { code, stdout, stderr } = await runNode(['--input-type=module', '-e', script]);
     assert.equal(code, 0, stderr);
     // ioredis waits for the socket's close (up to 2 s, on a timer that keeps the process alive) even
     // when that socket closed already, refused: `safety-api keys create` took 2 s more to exit.

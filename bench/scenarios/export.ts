@@ -34,8 +34,6 @@ interface ExportRun extends Download {
  */
 export function startExport(api: Api) {
   const [command, args] = pinned('loadGenerator', process.execPath, [
-    '--import',
-    'tsx',
     join(ROOT, 'bench/download.ts'),
     String(api.port),
     EXPORT_PATH,

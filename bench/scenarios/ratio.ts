@@ -47,8 +47,6 @@ export async function pageOneRatio(label: string, api: Api, target: number, coun
   );
   // The bare server's arguments but its port: the instruction count starts one of its own.
   const bareArgs = (port: number) => [
-    '--import',
-    'tsx',
     join(ROOT, 'bench/bare-server.ts'),
     bodyPath,
     JSON.stringify(sameHeaders),
@@ -63,8 +61,6 @@ export async function pageOneRatio(label: string, api: Api, target: number, coun
   const floorPort = nextPort();
   const floor = await startServer(
     [
-      '--import',
-      'tsx',
       join(ROOT, 'bench/fastify-floor-server.ts'),
       bodyPath,
       JSON.stringify(sameHeaders),

@@ -19,7 +19,7 @@ async function startUsageServer(
 ) {
   const port = nextPort();
   const child = await startServer(
-    ['--import', 'tsx', join(ROOT, 'bench/usage-server.ts'), recording],
+    [join(ROOT, 'bench/usage-server.ts'), recording],
     { ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
     async () => (await get(port, PAGE_ONE, auth)).status === 200,
   );

@@ -8,21 +8,13 @@ export interface WorkerEntry {
 
 /**
  * Starts a worker thread on `entry`. From the bundle in dist/, every chunk (this one included) sits
- * beside the entry's bundle. From source (tests, under tsx), the worker registers tsx before it
- * loads the entry: Node does not apply the parent's module hooks to a worker's entry module.
+ * beside the entry's bundle; from source (tests), the worker loads the entry's TypeScript as the
+ * test does, through Node's own type stripping.
  */
 export function startWorker(
   entry: WorkerEntry,
   options: { workerData: unknown; resourceLimits: ResourceLimits },
 ): Worker {
-  if (!import.meta.url.endsWith('.ts')) {
-    return new Worker(new URL(`./${entry.bundle}`, import.meta.url), options);
-  }
-  const tsx = JSON.stringify(import.meta.resolve('tsx/esm/api'));
-  const source = JSON.stringify(entry.source.href);
-  return new Worker(`import(${tsx}).then((tsx) => { tsx.register(); return import(${source}); });`, {
-    ...options,
-    eval: true,
-    execArgv: [],
-  });
+  const fromSource = import.meta.url.endsWith('.ts');
+  return new Worker(fromSource ? entry.source : new URL(`./${entry.bundle}`, import.meta.url), options);
 }

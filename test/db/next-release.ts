@@ -1,7 +1,7 @@
 /**
  * The next release of `safety-api`, for the upgrade tests (test/db/upgrades.test.ts): this code
  * with one more migration, added here as the next release would add it, then the usual command
- * line: `node --import tsx test/db/next-release.ts serve|migrate|…`.
+ * line: `node test/db/next-release.ts serve|migrate|…`.
  *
  * NEXT_RELEASE_MIGRATION:
  * - `additive`: `9000_next_release_notes`, a new table (with a row for each run of the migration:

@@ -99,7 +99,7 @@ function spawnProcess(args: string[], env: Record<string, string>): Proc {
 
 /** The next release's `safety-api`, with its extra migration of `kind`. */
 const nextRelease = (kind: 'additive' | 'breaking', args: string[], env: Record<string, string>) =>
-  spawnProcess(['--import', 'tsx', NEXT_RELEASE, ...args], { NEXT_RELEASE_MIGRATION: kind, ...env });
+  spawnProcess([NEXT_RELEASE, ...args], { NEXT_RELEASE_MIGRATION: kind, ...env });
 
 async function finished(proc: Proc): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const code = await proc.exited();

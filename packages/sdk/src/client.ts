@@ -1,9 +1,9 @@
 import { createRequire } from 'node:module';
 import createFetchClient, { type Client } from 'openapi-fetch';
-import { errorClassOf, type SafetyApiError } from './errors.js';
-import { ExportStream } from './export-stream.js';
-import type { paths } from './generated/openapi.js';
-import { type Fetch, integerHeader, type RetryOptions, retryingFetch } from './retry.js';
+import { errorClassOf, type SafetyApiError } from './errors.ts';
+import { ExportStream } from './export-stream.ts';
+import type { paths } from './generated/openapi.ts';
+import { type Fetch, integerHeader, type RetryOptions, retryingFetch } from './retry.ts';
 import type {
   ApiResult,
   Change,
@@ -16,7 +16,7 @@ import type {
   RecordType,
   TypedRecord,
   User,
-} from './types.js';
+} from './types.ts';
 
 export interface ClientOptions {
   /** The service's origin, e.g. `https://safety.example.com`: no path, no query. */

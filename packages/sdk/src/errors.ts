@@ -1,4 +1,4 @@
-import type { RateLimit } from './types.js';
+import type { RateLimit } from './types.ts';
 
 /** The codes the contract puts in `error` (401, 403, 429, and the changes feed's 400 and 410). */
 export type ErrorCode =

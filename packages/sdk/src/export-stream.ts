@@ -1,4 +1,4 @@
-import type { RateLimit } from './types.js';
+import type { RateLimit } from './types.ts';
 
 /** NDJSON, one row a line, each line as it arrives: the body is never held whole. */
 async function* ndjsonRows<Row>(body: ReadableStream<Uint8Array>): AsyncGenerator<Row> {

@@ -4,7 +4,7 @@ export {
   createClient,
   SafetyClient,
   type SyncOptions,
-} from './client.js';
+} from './client.ts';
 export {
   AuthenticationError,
   type ErrorCode,
@@ -13,10 +13,10 @@ export {
   RateLimitError,
   SafetyApiError,
   ServiceUnavailableError,
-} from './errors.js';
-export { ExportStream } from './export-stream.js';
-export type { components, paths, webhooks } from './generated/openapi.js';
-export type { Fetch, RetryOptions } from './retry.js';
+} from './errors.ts';
+export { ExportStream } from './export-stream.ts';
+export type { components, paths, webhooks } from './generated/openapi.ts';
+export type { Fetch, RetryOptions } from './retry.ts';
 export type {
   ApiResult,
   Change,
@@ -30,5 +30,5 @@ export type {
   TypedRecord,
   User,
   WebhookEvent,
-} from './types.js';
-export { verifyWebhook, type WebhookHeaders, WebhookVerificationError } from './webhooks.js';
+} from './types.ts';
+export { verifyWebhook, type WebhookHeaders, WebhookVerificationError } from './webhooks.ts';

@@ -1,4 +1,4 @@
-import type { components, webhooks } from './generated/openapi.js';
+import type { components, webhooks } from './generated/openapi.ts';
 
 /** The records of the public API, as the list endpoints, exports, the feed and webhooks render them. */
 export type Incident = components['schemas']['Incident'];
