@@ -124,18 +124,26 @@ if ('missing' in python) {
     );
   });
 } else {
-  describe('the Python client (packages/python)', () => {
+  // The install and each store's setup and suite run side by side: one after the other, they take
+  // most of the time a test file may.
+  describe('the Python client (packages/python)', { concurrency: true }, () => {
     const installed = mkdtempSync(join(tmpdir(), 'safety-python-'));
-    after(() => rmSync(installed, { recursive: true, force: true }));
-
-    test('pip installs it from the repository with no package index', { timeout: 100_000 }, async () => {
+    let installation: Promise<{ stdout: string }>;
+    before(() => {
       // --no-index: nothing may come from a registry, as on the machines the client is for; the
       // build is isolated, as a plain `pip install ./packages/python` builds it.
-      const { stdout } = await run(
+      installation = run(
         PYTHON,
         ['-m', 'pip', 'install', '--no-index', '--no-cache-dir', '--target', installed, PACKAGE],
         { cwd: ROOT, timeout: 90_000, env: { ...process.env, PIP_DISABLE_PIP_VERSION_CHECK: '1' } },
       );
+      // Awaited by the tests below; this keeps a failure from being reported as unhandled before.
+      installation.catch(() => {});
+    });
+    after(() => rmSync(installed, { recursive: true, force: true }));
+
+    test('pip installs it from the repository with no package index', async () => {
+      const { stdout } = await installation;
       assert.match(stdout, /Successfully installed safety-incident-api-\d+\.\d+\.\d+/);
     });
 
@@ -163,6 +171,18 @@ if ('missing' in python) {
             incident(reads, i + 1, minute(i + 1)),
           );
           const users = ['Ann', 'Bob', 'Cy'].map((name) => user(reads, name));
+          // The account sync() copies, changed between two syncs through the control server.
+          const synced = randomUUID();
+          const syncIncidents = [1, 2, 3, 4].map((i) => incident(synced, i, minute(i)));
+          const syncUser = user(synced, 'Dee');
+          const syncDepartment = named('department', synced, 'Quality');
+          const syncLocation = named('location', synced, 'Yard');
+          // An account of one request an hour: its second request is a 429 for about an hour.
+          const limited = randomUUID();
+          // An account whose plan loses API access once its key is made: 403.
+          const withoutAccess = randomUUID();
+          // The account of a webhook endpoint.
+          const hooked = randomUUID();
           await importRecords(ctx, [
             account(reads, { rate_limit_per_hour: 10_000 }),
             named('department', reads, 'Operations'),
@@ -171,22 +191,30 @@ if ('missing' in python) {
             named('location', reads, 'Dock 3'),
             ...users,
             ...incidents,
-          ]);
-          const { rawKey } = await seedKey(ctx.db, reads);
-
-          // The account sync() copies, changed between two syncs through the control server.
-          const synced = randomUUID();
-          const syncIncidents = [1, 2, 3, 4].map((i) => incident(synced, i, minute(i)));
-          const syncUser = user(synced, 'Dee');
-          const syncDepartment = named('department', synced, 'Quality');
-          const syncLocation = named('location', synced, 'Yard');
-          await importRecords(ctx, [
             account(synced, { rate_limit_per_hour: 10_000 }),
             syncDepartment,
             syncLocation,
             syncUser,
             ...syncIncidents,
+            account(limited, { rate_limit_per_hour: 1 }),
+            account(withoutAccess),
+            account(hooked),
           ]);
+
+          // A real delivery: one change after the endpoint's creation, received while the rest is
+          // set up.
+          receiver = await Receiver.start();
+          const { secret } = await webhookService.create(ctx.services.webhookDeps, {
+            accountId: hooked,
+            url: receiver.url(),
+            actor: 'test',
+          });
+          await importRecords(ctx, [
+            incident(hooked, 1, minute(1), { description: 'Forklift near-miss, dock 3' }),
+          ]);
+          // Usually well under a second; the deadline is for a machine under load.
+          const delivery = receiver.waitFor(1, 60_000);
+
           const created = incident(synced, 5, minute(5));
           changeSync = async () => {
             const [updated, deleted] = syncIncidents;
@@ -207,32 +235,14 @@ if ('missing' in python) {
             };
           };
 
-          // An account of one request an hour: its second request is a 429 for about an hour.
-          const limited = randomUUID();
-          await importRecords(ctx, [account(limited, { rate_limit_per_hour: 1 })]);
-          // An account whose plan lost API access after its key was made: 403.
-          const withoutAccess = randomUUID();
-          await importRecords(ctx, [account(withoutAccess)]);
+          const { rawKey } = await seedKey(ctx.db, reads);
           const { rawKey: noAccessKey } = await seedKey(ctx.db, withoutAccess);
           await ctx.db
             .updateTable('accounts')
             .set({ api_access: 0 })
             .where('id', '=', withoutAccess)
             .execute();
-
-          // A real delivery: an endpoint of a fourth account, and one change to it.
-          const hooked = randomUUID();
-          await importRecords(ctx, [account(hooked)]);
-          receiver = await Receiver.start();
-          const { secret } = await webhookService.create(ctx.services.webhookDeps, {
-            accountId: hooked,
-            url: receiver.url(),
-            actor: 'test',
-          });
-          await importRecords(ctx, [
-            incident(hooked, 1, minute(1), { description: 'Forklift near-miss, dock 3' }),
-          ]);
-          await receiver.waitFor(1);
+          await delivery;
           const [delivered] = receiver.received;
           assert.ok(delivered !== undefined);
 
@@ -307,6 +317,7 @@ if ('missing' in python) {
         });
 
         test('its unittest suite passes, every test run, none skipped', { timeout: 100_000 }, async () => {
+          await installation;
           // Not spawnSync: this process serves the API that the suite calls.
           const child = spawn(
             PYTHON,
