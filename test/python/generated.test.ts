@@ -7,6 +7,6 @@ test('the Python dataclasses are those of the OpenAPI document the server serves
   assert.equal(
     readFileSync(GENERATED_FILE, 'utf8'),
     await generatedModels(),
-    'packages/python/src/safety_incident_api/models.py is stale: run `node --import tsx packages/python/scripts/generate.ts`',
+    'packages/python/src/safety_incident_api/models.py is stale: run `node packages/python/scripts/generate.ts`',
   );
 });

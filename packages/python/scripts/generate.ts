@@ -1,6 +1,6 @@
 // The Python client's dataclasses, generated from the OpenAPI document exactly as the server serves
 // it (the same document the TypeScript SDK's types come from: packages/sdk/scripts/generate.ts).
-// Run directly (`node --import tsx packages/python/scripts/generate.ts`) it writes
+// Run directly (`node packages/python/scripts/generate.ts`) it writes
 // src/safety_incident_api/models.py, which is committed; test/python/generated.test.ts regenerates
 // in memory and fails when that file is stale.
 import { writeFileSync } from 'node:fs';
@@ -387,7 +387,7 @@ export function pythonModels(document: unknown): string {
   return [
     '# Generated from the OpenAPI document the server serves (its `info.version`:',
     `# ${JSON.stringify(stringAt(info, 'version') ?? '')}) by packages/python/scripts/generate.ts. Do not edit:`,
-    '# run `node --import tsx packages/python/scripts/generate.ts`; test/python/generated.test.ts fails',
+    '# run `node packages/python/scripts/generate.ts`; test/python/generated.test.ts fails',
     '# when this file is stale.',
     '"""The records of the Safety Incident API as typed dataclasses, from its OpenAPI document."""',
     '',

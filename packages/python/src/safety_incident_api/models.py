@@ -1,6 +1,6 @@
 # Generated from the OpenAPI document the server serves (its `info.version`:
 # "1") by packages/python/scripts/generate.ts. Do not edit:
-# run `node --import tsx packages/python/scripts/generate.ts`; test/python/generated.test.ts fails
+# run `node packages/python/scripts/generate.ts`; test/python/generated.test.ts fails
 # when this file is stale.
 """The records of the Safety Incident API as typed dataclasses, from its OpenAPI document."""
 
