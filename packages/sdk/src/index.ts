@@ -13,6 +13,7 @@ export {
   RateLimitError,
   SafetyApiError,
   ServiceUnavailableError,
+  TimeoutError,
 } from './errors.js';
 export { ExportStream } from './export-stream.js';
 export type { components, paths, webhooks } from './generated/openapi.js';
