@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import {
   AuthenticationError,
+  type CachedAnswer,
   createClient,
   type Incident,
   NotFoundError,
@@ -222,6 +223,120 @@ for (const store of STORES) {
       }
       await (await client.exportLocations()).cancel();
       assert.equal((await client.listDepartments()).data.length, 2);
+    });
+
+    test('cache: a GET goes again with If-None-Match, and the 304 is answered from the cache', async () => {
+      // An account of its own: the test changes its data.
+      const own = randomUUID();
+      const owned = [1, 2, 3].map((n) => incident(own, n, minute(n)));
+      await importFile(ctx.db, ndjson([account(own, { rate_limit_per_hour: 1000 }), ...owned]));
+      const { rawKey: ownKey } = await seedKey(ctx.db, own);
+      const exchanges: { path: string; ifNoneMatch: string | null; status: number; etag: string | null }[] =
+        [];
+      const cached = createClient({
+        baseUrl,
+        apiKey: ownKey,
+        cache: true,
+        fetch: async (request: Request) => {
+          const response = await fetch(request);
+          const { pathname, search } = new URL(request.url);
+          exchanges.push({
+            path: `${pathname}${search}`,
+            ifNoneMatch: request.headers.get('if-none-match'),
+            status: response.status,
+            etag: response.headers.get('etag'),
+          });
+          return response;
+        },
+      });
+
+      const first = await cached.listIncidents({ limit: 2 });
+      const again = await cached.listIncidents({ limit: 2 });
+      assert.deepEqual(again.data, first.data);
+      assert.deepEqual(
+        exchanges.map(({ status }) => status),
+        [200, 304],
+      );
+      assert.match(exchanges[0]!.etag ?? '', /^"/);
+      assert.equal(exchanges[1]!.ifNoneMatch, exchanges[0]!.etag);
+      // The 304's own headers: not counted against the allowance, with its own request id.
+      assert.ok(first.rateLimit !== null && again.rateLimit !== null);
+      assert.equal(again.rateLimit.remaining, first.rateLimit.remaining);
+      assert.notEqual(again.requestId, first.requestId);
+      assert.match(again.requestId ?? '', /./);
+
+      // Another URL is another answer; each is kept.
+      await cached.listIncidents({ limit: 2, page: 2 });
+      // The same parameters in another order: the same answer.
+      await cached.listIncidents({ page: 2, limit: 2 });
+      const one = await cached.getIncident(owned[0]!.id);
+      assert.deepEqual((await cached.getIncident(owned[0]!.id)).data, one.data);
+      assert.deepEqual(
+        exchanges.slice(2).map(({ path, ifNoneMatch, status }) => [path, ifNoneMatch !== null, status]),
+        [
+          ['/api/v1/public/incidents?limit=2&page=2', false, 200],
+          ['/api/v1/public/incidents?page=2&limit=2', true, 304],
+          [`/api/v1/public/incidents/${owned[0]!.id}`, false, 200],
+          [`/api/v1/public/incidents/${owned[0]!.id}`, true, 304],
+        ],
+      );
+
+      // Changed on the service: a 200 with the new data, which replaces the kept one.
+      await importFile(ctx.db, ndjson([{ ...owned[2]!, status: 'closed', updated_at: minute(50) }]));
+      exchanges.length = 0;
+      const changed = await cached.listIncidents({ limit: 2 });
+      assert.equal(changed.data.data[0]?.status, 'closed');
+      assert.deepEqual((await cached.listIncidents({ limit: 2 })).data, changed.data);
+      assert.deepEqual(
+        exchanges.map(({ ifNoneMatch, status }) => [ifNoneMatch !== null, status]),
+        [
+          [true, 200],
+          [true, 304],
+        ],
+      );
+
+      // Without the option, no If-None-Match: every read is a 200.
+      const seen: (string | null)[] = [];
+      const plain = createClient({
+        baseUrl,
+        apiKey: ownKey,
+        fetch: (request: Request) => {
+          seen.push(request.headers.get('if-none-match'));
+          return fetch(request);
+        },
+      });
+      await plain.listUsers();
+      await plain.listUsers();
+      assert.deepEqual(seen, [null, null]);
+    });
+
+    test('cache: an EtagCache of your own is asked by URL, and a 304 answers with the body it keeps', async () => {
+      const kept = new Map<string, CachedAnswer>();
+      const cache = {
+        get: async (url: string) => kept.get(url),
+        set: async (url: string, answer: CachedAnswer) => {
+          kept.set(url, answer);
+        },
+      };
+      const cached = createClient({ baseUrl, apiKey: rawKey, cache });
+      const { data } = await cached.listLocations();
+      const url = `${baseUrl}/api/v1/public/locations`;
+      const answer = kept.get(url);
+      assert.ok(answer !== undefined, `kept under ${url}: ${[...kept.keys()].join(', ')}`);
+      assert.deepEqual(JSON.parse(answer.body).data, data);
+      // The service's ETag still matches, so the body comes from the cache: what it holds, it gets.
+      kept.set(url, {
+        etag: answer.etag,
+        body: JSON.stringify({ error: false, data: [{ ...data[0], name: 'Kept copy' }] }),
+      });
+      assert.deepEqual(
+        (await cached.listLocations()).data.map((row) => row.name),
+        ['Kept copy'],
+      );
+      // Changes and exports are not cached: the feed has no ETag, an export is a stream.
+      await cached.listChanges({ cursor: 'latest' });
+      await (await cached.exportLocations()).cancel();
+      assert.deepEqual([...kept.keys()], [url]);
     });
 
     test('sync: the export then the feed, a cursor saved after each step, later changes and deletions', async () => {

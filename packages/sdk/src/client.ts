@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import createFetchClient, { type Client } from 'openapi-fetch';
 import { errorClassOf, type SafetyApiError } from './errors.js';
+import { caching, type EtagCache, MemoryEtagCache } from './etag-cache.js';
 import { ExportStream } from './export-stream.js';
 import type { paths } from './generated/openapi.js';
 import { type Fetch, integerHeader, type RetryOptions, type Send, sender } from './retry.js';
@@ -36,6 +37,12 @@ export interface ClientOptions {
    * the call rejects with a `TimeoutError`. `false`: no limit. A call may override it.
    */
   timeout?: number | false;
+  /**
+   * Keep the answers of GETs with their ETags and ask with `If-None-Match`: a 304 (free, not counted
+   * against the allowance) is answered from the cache. `true`: a `MemoryEtagCache` of 8 MiB; or
+   * an `EtagCache` of your own. Off by default.
+   */
+  cache?: boolean | EtagCache;
   /** Your application, named after the SDK in the `User-Agent` of every request. */
   appInfo?: { name: string; version?: string };
 }
@@ -157,11 +164,13 @@ export class SafetyClient {
     fetch = globalThis.fetch,
     retry = {},
     timeout = DEFAULT_TIMEOUT_MS,
+    cache = false,
     appInfo,
   }: ClientOptions) {
     timeoutOf(timeout);
     this.#timeout = timeout;
-    this.#send = sender(fetch, retry);
+    const send = sender(fetch, retry);
+    this.#send = cache === false ? send : caching(send, cache === true ? new MemoryEtagCache() : cache);
     this.#api = createFetchClient<paths>({
       baseUrl: originOf(baseUrl),
       headers: { authorization: `Bearer ${apiKey}`, 'user-agent': userAgent(appInfo) },

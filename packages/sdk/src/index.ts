@@ -15,6 +15,7 @@ export {
   ServiceUnavailableError,
   TimeoutError,
 } from './errors.js';
+export { type CachedAnswer, type EtagCache, MemoryEtagCache } from './etag-cache.js';
 export { ExportStream } from './export-stream.js';
 export type { components, paths, webhooks } from './generated/openapi.js';
 export type { Fetch, RetryOptions } from './retry.js';
