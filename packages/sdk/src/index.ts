@@ -2,6 +2,7 @@ export {
   type CallOptions,
   type ClientOptions,
   createClient,
+  type ExportOptions,
   SafetyClient,
   type SyncOptions,
 } from './client.js';
@@ -16,7 +17,7 @@ export {
   TimeoutError,
 } from './errors.js';
 export { type CachedAnswer, type EtagCache, MemoryEtagCache } from './etag-cache.js';
-export { ExportStream } from './export-stream.js';
+export { type CsvRecord, type ExportFormat, ExportStream } from './export-stream.js';
 export type { components, paths, webhooks } from './generated/openapi.js';
 export type { Fetch, RetryOptions } from './retry.js';
 export type {
