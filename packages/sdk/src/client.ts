@@ -1,9 +1,10 @@
 import { createRequire } from 'node:module';
 import createFetchClient, { type Client } from 'openapi-fetch';
 import { errorClassOf, type SafetyApiError } from './errors.ts';
-import { ExportStream } from './export-stream.ts';
+import { caching, type EtagCache, MemoryEtagCache } from './etag-cache.ts';
+import { type CsvRecord, csvRows, type ExportFormat, ExportStream, ndjsonRows } from './export-stream.ts';
 import type { paths } from './generated/openapi.ts';
-import { type Fetch, integerHeader, type RetryOptions, retryingFetch } from './retry.ts';
+import { type Fetch, integerHeader, type RetryOptions, type Send, sender } from './retry.ts';
 import type {
   ApiResult,
   Change,
@@ -25,8 +26,23 @@ export interface ClientOptions {
   apiKey: string;
   /** Defaults to the global `fetch`. */
   fetch?: Fetch;
-  /** How 429 and 503 answers are retried; `false` reports them at once. */
+  /**
+   * How 429 and 503 answers, network failures and timeouts are retried; `false` sends each call
+   * once and reports them at once.
+   */
   retry?: RetryOptions | false;
+  /**
+   * Milliseconds each attempt of a call may take (default 30 000), its whole answer read (an
+   * export: its headers); past it, the attempt is aborted and retried, and once `retry` is spent
+   * the call rejects with a `TimeoutError`. `false`: no limit. A call may override it.
+   */
+  timeout?: number | false;
+  /**
+   * Keep the answers of GETs with their ETags and ask with `If-None-Match`: a 304 (free, not counted
+   * against the allowance) is answered from the cache. `true`: a `MemoryEtagCache` of 8 MiB; or
+   * an `EtagCache` of your own. Off by default.
+   */
+  cache?: boolean | EtagCache;
   /** Your application, named after the SDK in the `User-Agent` of every request. */
   appInfo?: { name: string; version?: string };
 }
@@ -34,6 +50,16 @@ export interface ClientOptions {
 export interface CallOptions {
   /** Aborts the request, and any wait before a retry. */
   signal?: AbortSignal;
+  /** This call's `timeout`, in place of the client's. */
+  timeout?: number | false;
+}
+
+export interface ExportOptions extends CallOptions {
+  /**
+   * `ndjson` (the default): rows are the API's typed records. `csv`: rows are `CsvRecord`s, each
+   * field as text under its column's name; the `body`, the file a spreadsheet opens.
+   */
+  format?: ExportFormat;
 }
 
 export interface SyncOptions extends CallOptions {
@@ -51,6 +77,10 @@ export interface SyncOptions extends CallOptions {
 const FEED_PAGE_SIZE = 1000;
 /** The largest page of incidents the API serves: the fewest requests for `incidents()`. */
 const INCIDENT_PAGE_SIZE = 200;
+/** Long enough for the largest page on a slow link, short enough not to hang on a lost one. */
+const DEFAULT_TIMEOUT_MS = 30_000;
+/** The longest delay `setTimeout` takes (about 24.8 days). */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 
 const SDK_VERSION = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
 
@@ -69,6 +99,15 @@ function userAgent(appInfo: ClientOptions['appInfo']): string {
     parts.push(version === undefined ? name : `${name}/${version}`);
   }
   return parts.join(' ');
+}
+
+/** A `timeout` option as milliseconds, null for none, or a TypeError that says what is expected. */
+function timeoutOf(timeout: unknown): number | null {
+  if (timeout === false) return null;
+  if (typeof timeout === 'number' && timeout > 0 && timeout <= MAX_TIMEOUT_MS) return timeout;
+  throw new TypeError(
+    `timeout must be a number of milliseconds above 0 and at most ${MAX_TIMEOUT_MS}, or false for none (got ${String(timeout)})`,
+  );
 }
 
 /** The service's origin from `baseUrl`, or a TypeError that says what is expected. */
@@ -124,41 +163,73 @@ function upserted(change: Change): TypedRecord | null {
 /** A client of the public API for one service and one API key. */
 export class SafetyClient {
   readonly #api: Client<paths>;
+  readonly #send: Send;
+  readonly #timeout: number | false;
 
-  constructor({ baseUrl, apiKey, fetch = globalThis.fetch, retry = {}, appInfo }: ClientOptions) {
+  constructor({
+    baseUrl,
+    apiKey,
+    fetch = globalThis.fetch,
+    retry = {},
+    timeout = DEFAULT_TIMEOUT_MS,
+    cache = false,
+    appInfo,
+  }: ClientOptions) {
+    timeoutOf(timeout);
+    this.#timeout = timeout;
+    const send = sender(fetch, retry);
+    this.#send = cache === false ? send : caching(send, cache === true ? new MemoryEtagCache() : cache);
     this.#api = createFetchClient<paths>({
       baseUrl: originOf(baseUrl),
-      fetch: retry === false ? fetch : retryingFetch(fetch, retry),
       headers: { authorization: `Bearer ${apiKey}`, 'user-agent': userAgent(appInfo) },
     });
+  }
+
+  /**
+   * A call's options for openapi-fetch: its signal, and the client's way of sending with the
+   * call's timeout. `stream`: the body is handed over as it arrives (an export).
+   */
+  #sendOptions({ signal, timeout = this.#timeout }: CallOptions, stream: boolean) {
+    return {
+      signal,
+      // Checked here, so that a wrong timeout rejects the call rather than throw.
+      fetch: async (request: Request) => this.#send(request, { timeout: timeoutOf(timeout), stream }),
+    };
   }
 
   /** One page of incidents, newest first. `limit` is at most 200 (larger is served as 200). */
   listIncidents(
     query: { page?: number; limit?: number } = {},
-    { signal }: CallOptions = {},
+    options: CallOptions = {},
   ): Promise<ApiResult<{ data: Incident[]; pagination: IncidentPagination }>> {
-    return this.#result(this.#api.GET('/api/v1/public/incidents', { params: { query }, signal }));
+    return this.#result(
+      this.#api.GET('/api/v1/public/incidents', { params: { query }, ...this.#sendOptions(options, false) }),
+    );
   }
 
   /** One incident; a SafetyApiError with status 404 when the account has none with that id. */
-  getIncident(id: string, { signal }: CallOptions = {}): Promise<ApiResult<Incident>> {
-    return this.#result(this.#api.GET('/api/v1/public/incidents/{id}', { params: { path: { id } }, signal }));
+  getIncident(id: string, options: CallOptions = {}): Promise<ApiResult<Incident>> {
+    return this.#result(
+      this.#api.GET('/api/v1/public/incidents/{id}', {
+        params: { path: { id } },
+        ...this.#sendOptions(options, false),
+      }),
+    );
   }
 
   /** Every active user, by name. */
-  listUsers({ signal }: CallOptions = {}): Promise<ApiResult<User[]>> {
-    return this.#result(this.#api.GET('/api/v1/public/users', { signal }));
+  listUsers(options: CallOptions = {}): Promise<ApiResult<User[]>> {
+    return this.#result(this.#api.GET('/api/v1/public/users', this.#sendOptions(options, false)));
   }
 
   /** Every active department, by name. */
-  listDepartments({ signal }: CallOptions = {}): Promise<ApiResult<Department[]>> {
-    return this.#result(this.#api.GET('/api/v1/public/departments', { signal }));
+  listDepartments(options: CallOptions = {}): Promise<ApiResult<Department[]>> {
+    return this.#result(this.#api.GET('/api/v1/public/departments', this.#sendOptions(options, false)));
   }
 
   /** Every active location, by name. */
-  listLocations({ signal }: CallOptions = {}): Promise<ApiResult<Location[]>> {
-    return this.#result(this.#api.GET('/api/v1/public/locations', { signal }));
+  listLocations(options: CallOptions = {}): Promise<ApiResult<Location[]>> {
+    return this.#result(this.#api.GET('/api/v1/public/locations', this.#sendOptions(options, false)));
   }
 
   /**
@@ -167,39 +238,50 @@ export class SafetyClient {
    */
   listChanges(
     query: { cursor?: string; limit?: number } = {},
-    { signal }: CallOptions = {},
+    options: CallOptions = {},
   ): Promise<ApiResult<ChangesPage>> {
-    return this.#result(this.#api.GET('/api/v1/public/changes', { params: { query }, signal }));
+    return this.#result(
+      this.#api.GET('/api/v1/public/changes', { params: { query }, ...this.#sendOptions(options, false) }),
+    );
   }
 
   /**
-   * Every incident, streamed from one snapshot. Its `cursor` (`X-Changes-Cursor`) continues with
-   * the changes feed. Iterate it to the end, or `cancel()` it: an open export holds a snapshot on
-   * the server.
+   * Every incident, streamed from one snapshot: as typed records (`format: 'ndjson'`, the default)
+   * or as CSV (`format: 'csv'`, rows as `CsvRecord`s); `body` is its bytes, to write to a file. Its
+   * `cursor` (`X-Changes-Cursor`) continues with the changes feed. Iterate it to the end, or
+   * `cancel()` it: an open export holds a snapshot on the server.
    */
-  exportIncidents({ signal }: CallOptions = {}): Promise<ExportStream<Incident>> {
-    return this.#export(
-      this.#api.GET('/api/v1/public/exports/incidents.ndjson', { parseAs: 'stream', signal }),
-    );
+  exportIncidents(options?: ExportOptions & { format?: 'ndjson' }): Promise<ExportStream<Incident>>;
+  exportIncidents(options: ExportOptions & { format: 'csv' }): Promise<ExportStream<CsvRecord>>;
+  exportIncidents(options?: ExportOptions): Promise<ExportStream<Incident> | ExportStream<CsvRecord>>;
+  exportIncidents(options: ExportOptions = {}): Promise<ExportStream<Incident> | ExportStream<CsvRecord>> {
+    return this.#exportOf<Incident>('incidents', options);
   }
 
   /** Every active user, streamed from one snapshot; see `exportIncidents`. */
-  exportUsers({ signal }: CallOptions = {}): Promise<ExportStream<User>> {
-    return this.#export(this.#api.GET('/api/v1/public/exports/users.ndjson', { parseAs: 'stream', signal }));
+  exportUsers(options?: ExportOptions & { format?: 'ndjson' }): Promise<ExportStream<User>>;
+  exportUsers(options: ExportOptions & { format: 'csv' }): Promise<ExportStream<CsvRecord>>;
+  exportUsers(options?: ExportOptions): Promise<ExportStream<User> | ExportStream<CsvRecord>>;
+  exportUsers(options: ExportOptions = {}): Promise<ExportStream<User> | ExportStream<CsvRecord>> {
+    return this.#exportOf<User>('users', options);
   }
 
   /** Every active department, streamed from one snapshot; see `exportIncidents`. */
-  exportDepartments({ signal }: CallOptions = {}): Promise<ExportStream<Department>> {
-    return this.#export(
-      this.#api.GET('/api/v1/public/exports/departments.ndjson', { parseAs: 'stream', signal }),
-    );
+  exportDepartments(options?: ExportOptions & { format?: 'ndjson' }): Promise<ExportStream<Department>>;
+  exportDepartments(options: ExportOptions & { format: 'csv' }): Promise<ExportStream<CsvRecord>>;
+  exportDepartments(options?: ExportOptions): Promise<ExportStream<Department> | ExportStream<CsvRecord>>;
+  exportDepartments(
+    options: ExportOptions = {},
+  ): Promise<ExportStream<Department> | ExportStream<CsvRecord>> {
+    return this.#exportOf<Department>('departments', options);
   }
 
   /** Every active location, streamed from one snapshot; see `exportIncidents`. */
-  exportLocations({ signal }: CallOptions = {}): Promise<ExportStream<Location>> {
-    return this.#export(
-      this.#api.GET('/api/v1/public/exports/locations.ndjson', { parseAs: 'stream', signal }),
-    );
+  exportLocations(options?: ExportOptions & { format?: 'ndjson' }): Promise<ExportStream<Location>>;
+  exportLocations(options: ExportOptions & { format: 'csv' }): Promise<ExportStream<CsvRecord>>;
+  exportLocations(options?: ExportOptions): Promise<ExportStream<Location> | ExportStream<CsvRecord>>;
+  exportLocations(options: ExportOptions = {}): Promise<ExportStream<Location> | ExportStream<CsvRecord>> {
+    return this.#exportOf<Location>('locations', options);
   }
 
   /**
@@ -261,13 +343,13 @@ export class SafetyClient {
    * nothing. A SafetyApiError `CURSOR_EXPIRED` means the cursor is older than the feed keeps:
    * empty the copy and sync without a cursor.
    */
-  async sync({ cursor, onRecord, onDelete, saveCursor, signal }: SyncOptions): Promise<string> {
+  async sync({ cursor, onRecord, onDelete, saveCursor, ...options }: SyncOptions): Promise<string> {
     let position = cursor ?? null;
     if (position === null) {
-      position = await this.#exportAll(onRecord, { signal });
+      position = await this.#exportAll(onRecord, options);
       await saveCursor(position);
     }
-    for await (const page of this.changes({ cursor: position, limit: FEED_PAGE_SIZE }, { signal })) {
+    for await (const page of this.changes({ cursor: position, limit: FEED_PAGE_SIZE }, options)) {
       for (const change of page.data.data) {
         const record = upserted(change);
         if (record === null) await onDelete({ type: change.type, id: change.id });
@@ -291,9 +373,27 @@ export class SafetyClient {
     return incidents.cursor;
   }
 
-  /** The rows of an NDJSON export, typed by the caller: the document describes its body as text. */
+  /** A resource's export in the format `options` asks for. */
+  #exportOf<Row>(
+    resource: 'incidents' | 'users' | 'departments' | 'locations',
+    options: ExportOptions,
+  ): Promise<ExportStream<Row> | ExportStream<CsvRecord>> {
+    const { format = 'ndjson', ...call } = options;
+    const init = { parseAs: 'stream' as const, ...this.#sendOptions(call, true) };
+    if (format === 'csv')
+      return this.#export(this.#api.GET(`/api/v1/public/exports/${resource}.csv`, init), csvRows);
+    if (format === 'ndjson')
+      return this.#export<Row>(this.#api.GET(`/api/v1/public/exports/${resource}.ndjson`, init), ndjsonRows);
+    return Promise.reject(new TypeError(`format must be 'ndjson' or 'csv' (got ${JSON.stringify(format)})`));
+  }
+
+  /**
+   * An export's rows, read by `rows`: NDJSON typed by the caller (the document describes the body
+   * as text), or CSV records.
+   */
   async #export<Row>(
     call: Promise<{ data?: ReadableStream<Uint8Array> | null; error?: unknown; response: Response }>,
+    rows: (body: ReadableStream<Uint8Array>) => AsyncGenerator<Row>,
   ): Promise<ExportStream<Row>> {
     const { data, error, response } = await call;
     const cursor = response.headers.get('x-changes-cursor');
@@ -303,11 +403,11 @@ export class SafetyClient {
       await data?.cancel();
       throw new Error(`${response.url} is not an export`);
     }
-    return new ExportStream(data, {
-      cursor,
-      rateLimit: rateLimitOf(response),
-      requestId: response.headers.get('x-request-id'),
-    });
+    return new ExportStream(
+      data,
+      { cursor, rateLimit: rateLimitOf(response), requestId: response.headers.get('x-request-id') },
+      rows,
+    );
   }
 
   async #result<T>(

@@ -68,6 +68,29 @@ export class ServiceUnavailableError extends SafetyApiError {
   override readonly name: string = 'ServiceUnavailableError';
 }
 
+/**
+ * No whole answer within the client's `timeout` (per attempt): not a SafetyApiError, since no answer
+ * came. A timed-out attempt is retried like a network failure (every call is a GET, safe to send
+ * again) while the `retry` budget lasts; this is thrown once it is spent, or at once with
+ * `retry: false`.
+ */
+export class TimeoutError extends Error {
+  override readonly name: string = 'TimeoutError';
+  /** The timeout of each attempt, in milliseconds. */
+  readonly timeout: number;
+  /** The attempts made in all; the last one ran out of time. */
+  readonly attempts: number;
+
+  constructor(request: { method: string; url: string }, timeout: number, attempts: number) {
+    super(
+      `${request.method} ${request.url}: no answer within the ${timeout} ms timeout` +
+        (attempts > 1 ? ` (${attempts} attempts)` : ''),
+    );
+    this.timeout = timeout;
+    this.attempts = attempts;
+  }
+}
+
 /** The error class of an answer's status: a subclass where one exists, else SafetyApiError itself. */
 export function errorClassOf(status: number): typeof SafetyApiError {
   switch (status) {

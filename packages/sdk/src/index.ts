@@ -2,6 +2,7 @@ export {
   type CallOptions,
   type ClientOptions,
   createClient,
+  type ExportOptions,
   SafetyClient,
   type SyncOptions,
 } from './client.ts';
@@ -13,8 +14,10 @@ export {
   RateLimitError,
   SafetyApiError,
   ServiceUnavailableError,
+  TimeoutError,
 } from './errors.ts';
-export { ExportStream } from './export-stream.ts';
+export { type CachedAnswer, type EtagCache, MemoryEtagCache } from './etag-cache.ts';
+export { type CsvRecord, type ExportFormat, ExportStream } from './export-stream.ts';
 export type { components, paths, webhooks } from './generated/openapi.ts';
 export type { Fetch, RetryOptions } from './retry.ts';
 export type {
