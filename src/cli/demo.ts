@@ -32,6 +32,17 @@ async function ensurePortFree(port: number, host: string): Promise<void> {
   });
 }
 
+/** A program that reads the demo through the SDK, with the demo's address and key in it. */
+export function sdkQuickStart(baseUrl: string, apiKey: string): string[] {
+  return [
+    "import { createClient } from '@safety-incident/sdk';",
+    `const client = createClient({ baseUrl: '${baseUrl}', apiKey: '${apiKey}' });`,
+    'const { data } = await client.listIncidents({ limit: 5 });',
+    'console.log(`${data.pagination.total} incidents; the latest:`);',
+    'for (const incident of data.data) console.log(incident.incident_number, incident.status, incident.incident_date);',
+  ];
+}
+
 /**
  * `npm run demo`: a fresh demo database under ./data (its own file, whatever DATABASE_URL says, so
  * that a real database is never replaced), a demo key printed once, then the server. It prints the
@@ -39,6 +50,9 @@ async function ensurePortFree(port: number, host: string): Promise<void> {
  */
 export async function demoCommand(_args: string[], io: Io): Promise<void> {
   process.env.DATABASE_URL = `sqlite:${DEMO_DB}`;
+  // The demo runs on this machine by definition: its webhook endpoints may point at this machine too
+  // (a receiver on localhost), unless WEBHOOKS_ALLOW_PRIVATE says otherwise.
+  process.env.WEBHOOKS_ALLOW_PRIVATE ??= 'true';
   const config = loadConfig();
   // A second demo would delete the database under the running one and then fail to listen.
   await ensurePortFree(config.port, config.host);
@@ -68,6 +82,15 @@ export async function demoCommand(_args: string[], io: Io): Promise<void> {
   io.out(`Try it:  curl -s -H "Authorization: Bearer ${rawKey}" "${local}/api/v1/public/incidents?limit=5"`);
   io.out(`Admin panel: ${local}/admin  (${DEMO_ADMIN_EMAIL} / ${DEMO_PASSWORD})`);
   io.out(`Commands on the demo database:  ${cli} keys list --account ${DEMO_ACCOUNT_ID}`);
+  io.out('');
+  io.out('TypeScript SDK (packages/sdk): save these lines as quickstart.mts and run node quickstart.mts');
+  for (const line of sdkQuickStart(local, rawKey)) io.out(`  ${line}`);
+  io.out('');
+  io.out(
+    'Webhooks to a receiver on this machine (private addresses are allowed in the demo):  ' +
+      `${cli.replace(' npx', ' WEBHOOKS_ALLOW_PRIVATE=true npx')} webhooks create --account ${DEMO_ACCOUNT_ID} ` +
+      '--url http://127.0.0.1:9000/hooks',
+  );
   io.out('');
   await serve(config);
 }
