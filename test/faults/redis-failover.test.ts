@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Redis } from 'ioredis';
 import { openDatabase, type Store } from '../../src/db/database.ts';
+import { REDIS_COMMAND_TIMEOUT_MS } from '../../src/redis.ts';
 import {
   bearer,
   createTestDatabase,
@@ -29,8 +30,13 @@ const MASTER = 'safety-primary';
 const PASSWORD = 'failover-test-secret';
 const DB = 2;
 const ALLOWANCE = 1_000_000;
-/** The bound on every answer, through the whole failover. */
-const MAX_MS = 500;
+/**
+ * The bound on every answer through the whole failover, beyond what the machine takes for the
+ * slowest answer while Redis is healthy (measured in the same run, before the kill): one Redis
+ * command's deadline, after which a request goes on without Redis, and a margin. On a quiet machine
+ * that is about half a second; under load the steady answers show what the load adds.
+ */
+const MAX_MS_ABOVE_STEADY = REDIS_COMMAND_TIMEOUT_MS + 300;
 /** How soon after the Sentinels name the new primary the instances must count together again. */
 const SHARED_AGAIN_WITHIN_MS = 5000;
 
@@ -144,7 +150,7 @@ describe(`Redis failover through Sentinel, under load (${store})`, () => {
     if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
   });
 
-  test('the primary killed: every answer 200 within 0.5 s, limits shared again within seconds, one line down and one up', async () => {
+  test('the primary killed: every answer 200 and at most a Redis deadline (+ margin) slower than before it, limits shared again within seconds, one line down and one up', async () => {
     const [a, b] = servers;
     assert.ok(a !== undefined && b !== undefined);
     const answers: Answer[] = [];
@@ -248,14 +254,19 @@ describe(`Redis failover through Sentinel, under load (${store})`, () => {
 
     const during = answers.filter((answer) => answer.at > killedAt && answer.at < sharedAt);
     const slowest = Math.max(...answers.map((answer) => answer.ms));
+    const steady = Math.max(...answers.filter((answer) => answer.at < killedAt).map((answer) => answer.ms));
+    const bound = steady + MAX_MS_ABOVE_STEADY;
     const failed = answers.filter((answer) => answer.status !== 200);
     console.log(
       `${answers.length} answers, ${during.length} between the kill and counting together again; ` +
         `promoted ${promotedAt - killedAt} ms after the kill, shared again ${sharedAt - promotedAt} ms ` +
-        `after the promotion; slowest answer ${Math.round(slowest)} ms`,
+        `after the promotion; slowest answer ${Math.round(slowest)} ms, ${Math.round(steady)} ms before the kill`,
     );
     assert.deepEqual(failed, [], 'every answer is 200: no 5xx, no timeout');
-    assert.ok(slowest < MAX_MS, `every answer within ${MAX_MS} ms (slowest ${Math.round(slowest)} ms)`);
+    assert.ok(
+      slowest < bound,
+      `every answer within ${Math.round(bound)} ms (slowest ${Math.round(slowest)} ms; ${Math.round(steady)} ms before the kill)`,
+    );
     assert.ok(during.length >= 50, `the load went on through the failover (${during.length} answers)`);
     assert.ok(
       sharedAt - promotedAt < SHARED_AGAIN_WITHIN_MS,
