@@ -74,6 +74,10 @@ const EVENTS_PER_SECOND_WHEN_BUSY = 100;
 const STORE_RETRY_MS = 1000;
 /** Endpoints one instance takes per claim. */
 const CLAIM_LIMIT = 500;
+/** Before an event that was not sent (`not_sent`) is tried again, on average. */
+const NOT_SENT_RETRY_MS = 1000;
+/** At most one warning per this period says that events wait for a free connection. */
+const NOT_SENT_LOG_MS = 60_000;
 /** Before reconnecting the LISTEN connection after it failed. */
 const LISTEN_RETRY_MS = 1000;
 /** How long a shutdown waits for the LISTEN connection to close. */
@@ -105,15 +109,20 @@ export interface DispatcherOptions {
   };
 }
 
-export type AttemptOutcome = 'success' | 'http_error' | 'gone' | 'timeout' | 'network_error' | 'refused';
+/**
+ * What an attempt came to. `not_sent`: the request never left, and not through the receiver's fault
+ * (no free connection in time, or the lease would not cover it once it had one): nothing is recorded
+ * against the endpoint, and the event is tried again after NOT_SENT_RETRY_MS.
+ */
+export type AttemptOutcome =
+  'success' | 'http_error' | 'gone' | 'timeout' | 'network_error' | 'refused' | 'not_sent';
 
 function outcomeOf(result: PostResult): AttemptOutcome {
   if (result.status !== null) {
     if (result.status >= 200 && result.status < 300) return 'success';
     return result.status === 410 ? 'gone' : 'http_error';
   }
-  if (result.error?.startsWith('refused') === true) return 'refused';
-  return result.error?.startsWith('no answer') === true ? 'timeout' : 'network_error';
+  return result.failure ?? 'network_error';
 }
 
 /** The delay before the retry that follows the `failures`-th failure, jittered. */
@@ -523,12 +532,28 @@ class EndpointWorker {
             };
           },
         },
-        () => outbound.post(row.url, { ...headers }, body, this.abort.signal),
+        () =>
+          outbound.post(row.url, { ...headers }, body, {
+            signal: this.abort.signal,
+            // Checked again once the request has its connection: the wait for one may have used
+            // up the lease, and no POST may outlast it.
+            beforeSend: () => (this.leaseHolds() ? null : 'the lease would run out before its timeout'),
+          }),
       );
       // Stopped mid-attempt: the answer, if any, is not trusted; the event is sent again later.
       if (this.stopped) break;
       const outcome = outcomeOf(result);
       metrics.attempts.inc({ outcome });
+      if (outcome === 'not_sent') {
+        // Not the receiver's failure: nothing is recorded against the endpoint, what was accepted
+        // before is written, and the event is tried again shortly.
+        this.dispatcher.notSent(row.id, result.error);
+        if (!(await this.write())) return false;
+        this.poked = true;
+        const wait = NOT_SENT_RETRY_MS * (0.5 + Math.random());
+        await pause(wait, undefined, { signal: this.abort.signal }).catch(() => {});
+        return !this.stopped;
+      }
       const done = this.progress(position);
       done.attempts.push({
         endpoint_id: row.id,
@@ -679,6 +704,8 @@ export class WebhookDispatcher {
   private renewEveryMs = 0;
   /** When the leases held were last renewed (Date.now()); 0 before the first tick. */
   private renewedAt = 0;
+  /** When `notSent` last logged; never at first. */
+  private notSentLoggedAt = Number.NEGATIVE_INFINITY;
 
   readonly options: DispatcherOptions;
 
@@ -735,6 +762,17 @@ export class WebhookDispatcher {
   /** Number of endpoints this instance delivers for. */
   get held(): number {
     return this.workers.size;
+  }
+
+  /** An event left unsent (`not_sent`): told in the log, at most once per NOT_SENT_LOG_MS. */
+  notSent(endpoint: string, reason: string | null): void {
+    const now = Date.now();
+    if (now - this.notSentLoggedAt < NOT_SENT_LOG_MS && now >= this.notSentLoggedAt) return;
+    this.notSentLoggedAt = now;
+    this.options.logger.warn(
+      { endpoint, reason },
+      'webhook event not sent, through no fault of the receiver: it is tried again shortly',
+    );
   }
 
   forget(worker: EndpointWorker): void {

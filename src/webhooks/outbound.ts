@@ -1,8 +1,9 @@
 import { type LookupAddress, promises as dns } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
-import { Agent, buildConnector, request } from 'undici';
+import { buildConnector, Client, request } from 'undici';
 import { InputError } from '../errors.ts';
+import { type Connection, ConnectionPools } from './connections.ts';
 
 /**
  * The one way this service makes outbound HTTP requests: webhook deliveries. A receiver's URL is
@@ -17,6 +18,9 @@ import { InputError } from '../errors.ts';
  * reserved ranges and the IPv6 forms that embed an IPv4 address (mapped, 6to4, Teredo, NAT64) are
  * refused, and so is every IPv6 address outside global unicast (2000::/3), such as the deprecated
  * IPv4-compatible `::127.0.0.1`. WEBHOOKS_ALLOW_PRIVATE lifts all of this, and allows http://, for tests and development.
+ *
+ * Connections are pooled per destination, with a cap on all of them together (./connections.ts); an attempt's timeout
+ * starts when its request has its connection (`post`).
  */
 
 /** Resolves a host name to every address it has (`dns.lookup` with `all`, by default). */
@@ -94,19 +98,58 @@ async function checkedAddresses(host: string, resolve: Resolver): Promise<Lookup
 export interface OutboundOptions {
   /** WEBHOOKS_ALLOW_PRIVATE: http:// and private addresses allowed. */
   allowPrivate: boolean;
-  /** WEBHOOK_TIMEOUT_MS: the whole attempt, from connecting to the end of the answer read. */
+  /**
+   * WEBHOOK_TIMEOUT_MS: the receiver's time, from the moment the request has its connection to the
+   * end of the answer read.
+   */
   timeoutMs: number;
+  /**
+   * How long an attempt may take to have its connection: waiting for a free one, the DNS lookup,
+   * connecting and TLS (`timeoutMs` by default).
+   */
+  connectWithinMs?: number;
+  /** Connections open at once to all destinations (MAX_CONNECTIONS by default). */
+  maxConnections?: number;
+  /** Connections open at once to one destination, an origin (MAX_CONNECTIONS_PER_ORIGIN by default). */
+  maxConnectionsPerOrigin?: number;
   /** Tests stand in for DNS here. */
   resolve?: Resolver;
 }
 
-/** What one POST came to. `status` null: no HTTP answer (refused, timed out, network error). */
+/** Connections open at once to all destinations, by default. */
+export const MAX_CONNECTIONS = 256;
+/** Connections open at once to one destination (scheme, host and port), by default. */
+export const MAX_CONNECTIONS_PER_ORIGIN = 32;
+/** How long a connection is kept open, idle, for the next request to its destination. */
+const KEEP_ALIVE_MS = 4_000;
+
+/**
+ * Why an attempt brought no HTTP answer: `timeout` (no answer, or no connection made, in time),
+ * `network_error`, `refused` (the address guard), or `not_sent`: the request never left, for a
+ * reason that is not the receiver's (no free connection in time, or the caller said not to send
+ * it when it had its connection). Null when an answer came.
+ */
+export type PostFailure = 'timeout' | 'network_error' | 'refused' | 'not_sent';
+
+/** What one POST came to. `status` null: no HTTP answer (refused, timed out, network error, not sent). */
 export interface PostResult {
   status: number | null;
   error: string | null;
+  /** From the call to its end: waiting for a connection included. */
   durationMs: number;
   /** A 429's or 503's `Retry-After`, in milliseconds from the answer (0 for a date past); else null. */
   retryAfterMs: number | null;
+  failure: PostFailure | null;
+}
+
+export interface PostOptions {
+  /** Ends the attempt early (the server shutting down); its result is then `not_sent` or a failure. */
+  signal?: AbortSignal;
+  /**
+   * Asked when the request has its connection, just before it is written: a reason not to send it
+   * (the delivery loop's lease could not cover the receiver's time any more), or null to send it.
+   */
+  beforeSend?: () => string | null;
 }
 
 /**
@@ -127,20 +170,47 @@ const ANSWER_EXCERPT_CHARS = 200;
 const USER_AGENT = 'SafetyIncidentAPI-Webhooks/1.0';
 const MAX_URL_LENGTH = 2048;
 
+/** How an attempt was ended by this client (its reason is the delivery log's text). */
+class AttemptEnded extends Error {
+  override name = 'AttemptEnded';
+  readonly failure: PostFailure;
+
+  constructor(message: string, failure: PostFailure) {
+    super(message);
+    this.failure = failure;
+  }
+}
+
 export class OutboundClient {
-  private readonly agent: Agent;
+  private readonly pools: ConnectionPools;
   private readonly resolve: Resolver;
+  private readonly connectWithinMs: number;
 
   private readonly options: OutboundOptions;
 
   constructor(options: OutboundOptions) {
     this.options = options;
     this.resolve = options.resolve ?? systemResolver;
-    this.agent = new Agent({
-      connect: options.allowPrivate ? { timeout: options.timeoutMs } : this.guardedConnector(),
-      keepAliveTimeout: 4_000,
-      connections: 4,
-    });
+    this.connectWithinMs = options.connectWithinMs ?? options.timeoutMs;
+    this.pools = new ConnectionPools(
+      {
+        max: options.maxConnections ?? MAX_CONNECTIONS,
+        perOrigin: options.maxConnectionsPerOrigin ?? MAX_CONNECTIONS_PER_ORIGIN,
+      },
+      (origin, stage) =>
+        new Client(origin, {
+          connect: this.connector(stage),
+          keepAliveTimeout: KEEP_ALIVE_MS,
+          pipelining: 1,
+          headersTimeout: 0,
+          bodyTimeout: 0,
+        }),
+    );
+  }
+
+  /** Connections open now, to all destinations. */
+  get openConnections(): number {
+    return this.pools.size;
   }
 
   /**
@@ -184,41 +254,77 @@ export class OutboundClient {
 
   /**
    * POSTs `body` with `headers`; never throws. Redirects are not followed: a 3xx is a failure.
-   * `signal` ends the attempt early (the server shutting down).
+   *
+   * Two deadlines, one after the other. First the request must have its connection within
+   * `connectWithinMs`: a free connection (./connections.ts), the DNS lookup, connecting, TLS. Past
+   * it, a request still waiting for a free connection is `not_sent` (the receiver is not at fault:
+   * this instance has too many requests in flight), one still connecting a `timeout` ("could not
+   * connect"). Then the receiver has `timeoutMs` from the moment the request has its connection to
+   * the end of its answer.
    */
   async post(
     url: string,
     headers: Record<string, string>,
     body: string,
-    signal?: AbortSignal,
+    { signal, beforeSend }: PostOptions = {},
   ): Promise<PostResult> {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
-    // One controller and one timer per attempt, both let go at its end (AbortSignal.timeout and
-    // AbortSignal.any would leave a timer and a signal behind for each of thousands a second). The
-    // timer is the attempt's one deadline (undici's own header and body timers are off), judged
-    // after a turn of the event loop: a loop kept busy past it (a starved process, a long piece of
+    const { timeoutMs } = this.options;
+    const connectWithinMs = this.connectWithinMs;
+    // One controller and one timer at a time per attempt, all let go at its end (AbortSignal.timeout
+    // and AbortSignal.any would leave a timer and a signal behind for each of thousands a second).
+    // The timers are the attempt's deadlines (undici's own header and body timers are off), judged
+    // after a turn of the event loop: a loop kept busy past one (a starved process, a long piece of
     // synchronous work) runs its timers before it reads the answer that arrived meanwhile, and that
     // answer came in time. Taken for a timeout, a 2xx would be sent again, as a later event.
     const attempt = new AbortController();
-    const timer = setTimeout(
-      () => setImmediate(() => attempt.abort(new DOMException('timeout', 'TimeoutError'))),
-      this.options.timeoutMs,
-    );
-    const stop = () => attempt.abort(signal?.reason);
+    let connection: Connection | null = null;
+    let sent = false;
+    const expire = (phase: 'connection' | 'answer') => () =>
+      setImmediate(() => {
+        if (phase === 'connection' && sent) return;
+        attempt.abort(
+          phase === 'answer'
+            ? new AttemptEnded(`no answer within ${timeoutMs} ms`, 'timeout')
+            : connection === null
+              ? new AttemptEnded(`not sent: no free connection within ${connectWithinMs} ms`, 'not_sent')
+              : new AttemptEnded(
+                  `could not connect within ${connectWithinMs} ms (${connection.stage === 'lookup' ? 'no DNS answer yet' : 'connecting'})`,
+                  'timeout',
+                ),
+        );
+      });
+    let timer = setTimeout(expire('connection'), connectWithinMs);
+    const stop = () =>
+      attempt.abort(new AttemptEnded('not sent: the attempt was abandoned (stopping)', 'not_sent'));
     signal?.addEventListener('abort', stop, { once: true });
     if (signal?.aborted === true) stop();
+    let reusable = false;
     try {
+      connection = await this.pools.acquire(new URL(url).origin, attempt.signal);
+      connection.onStart = (controller) => {
+        const refusal = beforeSend?.() ?? null;
+        if (refusal !== null) {
+          controller.abort(new AttemptEnded(`not sent: ${refusal}`, 'not_sent'));
+          return false;
+        }
+        sent = true;
+        clearTimeout(timer);
+        timer = setTimeout(expire('answer'), timeoutMs);
+        return true;
+      };
       const answer = await request(url, {
         method: 'POST',
-        dispatcher: this.agent,
+        dispatcher: connection.dispatcher,
         headers: { ...headers, 'content-type': 'application/json', 'user-agent': USER_AGENT },
         body,
         signal: attempt.signal,
         headersTimeout: 0,
         bodyTimeout: 0,
       });
-      const excerpt = await readAnswer(answer.body, answer.statusCode >= 300);
+      const { excerpt, whole } = await readAnswer(answer.body, answer.statusCode >= 300);
+      reusable = whole;
       const ok = answer.statusCode >= 200 && answer.statusCode < 300;
       // Only an answer that asks to come back later is heeded (RFC 9110: 503, and 429 by RFC 6585).
       const wait =
@@ -231,39 +337,54 @@ export class OutboundClient {
         error: ok ? null : `HTTP ${answer.statusCode}${asked}${excerpt === '' ? '' : `: ${excerpt}`}`,
         durationMs: elapsed(),
         retryAfterMs: wait,
+        failure: null,
       };
     } catch (error) {
-      return {
-        status: null,
-        error: describeFailure(error, this.options.timeoutMs),
-        durationMs: elapsed(),
-        retryAfterMs: null,
-      };
+      // This client's own ends (deadlines, a stop, `beforeSend`) say why; undici may report them
+      // as an abort of its own.
+      const reason: unknown = attempt.signal.reason;
+      const ended = attempt.signal.aborted ? reason : error;
+      const { failure, message } = describeFailure(ended instanceof AttemptEnded ? ended : error);
+      return { status: null, error: message, durationMs: elapsed(), retryAfterMs: null, failure };
     } finally {
       clearTimeout(timer);
       signal?.removeEventListener('abort', stop);
+      if (connection !== null) {
+        connection.onStart = null;
+        this.pools.release(connection, reusable);
+      }
     }
   }
 
   async close(): Promise<void> {
-    await this.agent.close();
+    await this.pools.close();
   }
 
-  private guardedConnector(): buildConnector.connector {
+  /**
+   * How a connection is made: through the resolver and, unless private addresses are
+   * allowed, through the address guard: the resolver's answers are checked before the socket
+   * connects, an address written in the URL before dialling, and the peer once connected.
+   * `stage` is told where connecting stands.
+   */
+  private connector(stage: (stage: Connection['stage']) => void): buildConnector.connector {
+    const { allowPrivate } = this.options;
     const lookup: LookupFunction = (hostname, options, callback) => {
-      checkedAddresses(hostname, this.resolve).then(
-        (addresses) => {
-          if (options.all === true) callback(null, addresses);
-          else callback(null, addresses[0]?.address ?? '', addresses[0]?.family ?? 4);
+      const addresses = allowPrivate ? this.resolve(hostname) : checkedAddresses(hostname, this.resolve);
+      addresses.then(
+        (found) => {
+          stage('connect');
+          if (options.all === true) callback(null, found);
+          else callback(null, found[0]?.address ?? '', found[0]?.family ?? 4);
         },
         (error: Error) => callback(error, ''),
       );
     };
-    const connect = buildConnector({ timeout: this.options.timeoutMs, lookup });
+    const connect = buildConnector({ timeout: this.connectWithinMs, lookup });
     return (options, callback) => {
       const host = unbracketed(options.hostname);
+      stage(isIP(host) === 0 ? 'lookup' : 'connect');
       // An address in the URL is dialled without a lookup: check it before.
-      const literalProblem = isIP(host) === 0 ? null : addressProblem(host);
+      const literalProblem = allowPrivate || isIP(host) === 0 ? null : addressProblem(host);
       if (literalProblem !== null) {
         callback(new RefusedDestinationError(`${literalProblem} is not a public address`), null);
         return;
@@ -275,7 +396,7 @@ export class OutboundClient {
         }
         // The peer the socket really reached, whatever resolved it.
         const peer = socket.remoteAddress;
-        const problem = peer === undefined ? 'an unknown peer' : addressProblem(peer);
+        const problem = allowPrivate ? null : peer === undefined ? 'an unknown peer' : addressProblem(peer);
         if (problem !== null) {
           socket.destroy();
           callback(new RefusedDestinationError(`connected to ${problem}, not a public address`), null);
@@ -287,8 +408,14 @@ export class OutboundClient {
   }
 }
 
-/** Reads at most MAX_ANSWER_BYTES of an answer; returns an excerpt of it when `keep`. */
-async function readAnswer(body: AsyncIterable<Buffer> & { destroy(): void }, keep: boolean): Promise<string> {
+/**
+ * Reads at most MAX_ANSWER_BYTES of an answer; returns an excerpt of it when `keep`, and whether it
+ * was read whole (else its connection is not used again).
+ */
+async function readAnswer(
+  body: AsyncIterable<Buffer> & { destroy(): void },
+  keep: boolean,
+): Promise<{ excerpt: string; whole: boolean }> {
   let read = 0;
   let excerpt = '';
   for await (const chunk of body) {
@@ -296,27 +423,35 @@ async function readAnswer(body: AsyncIterable<Buffer> & { destroy(): void }, kee
     if (keep && excerpt.length < ANSWER_EXCERPT_CHARS) excerpt += chunk.toString('utf8');
     if (read >= MAX_ANSWER_BYTES) {
       body.destroy();
-      break;
+      return { excerpt: oneLine(excerpt), whole: false };
     }
   }
-  // One line, printable, short: it is shown in the panel and the CLI.
-  return excerpt
+  return { excerpt: oneLine(excerpt), whole: true };
+}
+
+/** One line, printable, short: it is shown in the panel and the CLI. */
+const oneLine = (excerpt: string) =>
+  excerpt
     .replace(/[^\x20-\x7e]+/g, ' ')
     .trim()
     .slice(0, ANSWER_EXCERPT_CHARS);
+
+function describeFailure(error: unknown): { failure: PostFailure; message: string } {
+  if (error instanceof AttemptEnded) return { failure: error.failure, message: error.message };
+  const cause = error instanceof Error && error.cause instanceof Error ? error.cause : error;
+  for (const candidate of [cause, error]) {
+    if (candidate instanceof RefusedDestinationError)
+      return { failure: 'refused', message: `refused, not connected: ${candidate.message}` };
+  }
+  if (!(error instanceof Error)) return { failure: 'network_error', message: String(error) };
+  // undici's own connect timeout, a backstop behind this client's deadline.
+  if (error.name === 'ConnectTimeoutError' || errorCode(error) === 'UND_ERR_CONNECT_TIMEOUT')
+    return { failure: 'timeout', message: `could not connect: ${error.message}` };
+  const code = errorCode(cause) ?? errorCode(error);
+  const message = cause instanceof Error ? cause.message : error.message;
+  return { failure: 'network_error', message: code === undefined ? message : `${code}: ${message}` };
 }
 
-function describeFailure(error: unknown, timeoutMs: number): string {
-  const cause = error instanceof Error && error.cause instanceof Error ? error.cause : error;
-  if (cause instanceof RefusedDestinationError || error instanceof RefusedDestinationError) {
-    return `refused, not connected: ${(cause as Error).message}`;
-  }
-  if (error instanceof Error) {
-    if (error.name === 'TimeoutError' || error.name === 'AbortError' || /timeout/i.test(error.name))
-      return `no answer within ${timeoutMs} ms`;
-    const code = (cause as NodeJS.ErrnoException)?.code ?? (error as NodeJS.ErrnoException).code;
-    const message = (cause as Error)?.message ?? error.message;
-    return code === undefined ? message : `${code}: ${message}`;
-  }
-  return String(error);
+function errorCode(error: unknown): string | undefined {
+  return error instanceof Error && 'code' in error && typeof error.code === 'string' ? error.code : undefined;
 }

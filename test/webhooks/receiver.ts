@@ -21,7 +21,11 @@ export interface Received {
  */
 export class Receiver {
   readonly received: Received[] = [];
+  /** Connections made to it, in all. */
   connections = 0;
+  /** Connections open now, and the most open at once so far. */
+  open = 0;
+  maxOpen = 0;
   answer: (received: Received, response: ServerResponse) => void = (_r, response) => {
     response.statusCode = 204;
     response.end();
@@ -52,8 +56,13 @@ export class Receiver {
         });
       });
     });
-    this.server.on('connection', () => {
+    this.server.on('connection', (socket) => {
       this.connections += 1;
+      this.open += 1;
+      this.maxOpen = Math.max(this.maxOpen, this.open);
+      socket.on('close', () => {
+        this.open -= 1;
+      });
     });
   }
 
