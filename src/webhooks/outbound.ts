@@ -1,9 +1,10 @@
-import { type LookupAddress, promises as dns } from 'node:dns';
+import type { LookupAddress } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { buildConnector, Client, request } from 'undici';
 import { InputError } from '../errors.ts';
 import { type Connection, ConnectionPools } from './connections.ts';
+import { DnsResolver, type DnsOptions, DnsTimeoutError } from './dns.ts';
 
 /**
  * The one way this service makes outbound HTTP requests: webhook deliveries. A receiver's URL is
@@ -19,14 +20,13 @@ import { type Connection, ConnectionPools } from './connections.ts';
  * refused, and so is every IPv6 address outside global unicast (2000::/3), such as the deprecated
  * IPv4-compatible `::127.0.0.1`. WEBHOOKS_ALLOW_PRIVATE lifts all of this, and allows http://, for tests and development.
  *
- * Connections are pooled per destination, with a cap on all of them together (./connections.ts); an attempt's timeout
+ * Names are looked up off libuv's thread pool, within a deadline (./dns.ts). Connections are pooled
+ * per destination, with a cap on all of them together (./connections.ts); an attempt's timeout
  * starts when its request has its connection (`post`).
  */
 
-/** Resolves a host name to every address it has (`dns.lookup` with `all`, by default). */
+/** Resolves a host name to every address it has (`DnsResolver.lookup`, by default). */
 export type Resolver = (hostname: string) => Promise<LookupAddress[]>;
-
-const systemResolver: Resolver = (hostname) => dns.lookup(hostname, { all: true, verbatim: true });
 
 /** A connection the guard refused: it was never made. */
 export class RefusedDestinationError extends Error {
@@ -112,7 +112,9 @@ export interface OutboundOptions {
   maxConnections?: number;
   /** Connections open at once to one destination, an origin (MAX_CONNECTIONS_PER_ORIGIN by default). */
   maxConnectionsPerOrigin?: number;
-  /** Tests stand in for DNS here. */
+  /** The DNS resolver's settings (./dns.ts); tests point it at a server of theirs. */
+  dns?: DnsOptions;
+  /** Tests stand in for DNS here (instead of the resolver of `dns`). */
   resolve?: Resolver;
 }
 
@@ -190,7 +192,7 @@ export class OutboundClient {
 
   constructor(options: OutboundOptions) {
     this.options = options;
-    this.resolve = options.resolve ?? systemResolver;
+    this.resolve = options.resolve ?? new DnsResolver(options.dns).lookup;
     this.connectWithinMs = options.connectWithinMs ?? options.timeoutMs;
     this.pools = new ConnectionPools(
       {
@@ -246,6 +248,8 @@ export class OutboundClient {
       } catch (error) {
         if (error instanceof RefusedDestinationError)
           throw new InputError(`url refused: ${error.message}; webhooks go to public addresses only`);
+        if (error instanceof DnsTimeoutError)
+          throw new InputError(`url refused: its host "${url.hostname}" does not resolve (${error.message})`);
         throw new InputError(`url refused: its host "${url.hostname}" does not resolve`);
       }
     }
@@ -361,7 +365,7 @@ export class OutboundClient {
   }
 
   /**
-   * How a connection is made: through the resolver and, unless private addresses are
+   * How a connection is made: through the resolver (./dns.ts) and, unless private addresses are
    * allowed, through the address guard: the resolver's answers are checked before the socket
    * connects, an address written in the URL before dialling, and the peer once connected.
    * `stage` is told where connecting stands.
@@ -442,6 +446,8 @@ function describeFailure(error: unknown): { failure: PostFailure; message: strin
   for (const candidate of [cause, error]) {
     if (candidate instanceof RefusedDestinationError)
       return { failure: 'refused', message: `refused, not connected: ${candidate.message}` };
+    if (candidate instanceof DnsTimeoutError)
+      return { failure: 'network_error', message: `DNS: ${candidate.message}` };
   }
   if (!(error instanceof Error)) return { failure: 'network_error', message: String(error) };
   // undici's own connect timeout, a backstop behind this client's deadline.
