@@ -9,6 +9,7 @@ import * as webhooks from './migrations/0007_webhooks.ts';
 import * as keyUsage from './migrations/0008_key_usage.ts';
 import * as oauthClientLifecycle from './migrations/0009_oauth_client_lifecycle.ts';
 import * as webhookAcknowledged from './migrations/0010_webhook_acknowledged.ts';
+import * as webhookPreviousSecrets from './migrations/0011_webhook_previous_secrets.ts';
 import { openDatabase, storeBehind } from './database.ts';
 import { healthRepository } from './repositories/health.ts';
 import { migrationStateRepository } from './repositories/migration-state.ts';
@@ -42,6 +43,7 @@ export const migrations: Record<string, ReleaseMigration> = {
   '0008_key_usage': keyUsage,
   '0009_oauth_client_lifecycle': oauthClientLifecycle,
   '0010_webhook_acknowledged': webhookAcknowledged,
+  '0011_webhook_previous_secrets': webhookPreviousSecrets,
 };
 
 export interface MigrationReport {

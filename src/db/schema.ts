@@ -211,6 +211,12 @@ export interface WebhookEndpointsTable {
   /** The secret before the last rotation, encrypted, signing beside the new one until it expires. */
   previous_secret: string | null;
   previous_secret_expires_at: string | null;
+  /**
+   * Every previous secret that may still sign, each with its own expiry: a JSON array of
+   * `{ secret, expires_at }` (each secret encrypted), oldest rotation first; its newest entry is
+   * `previous_secret`. Null before any rotation by a release that writes it (migration 0011).
+   */
+  previous_secrets: ColumnType<string | null, string | null | undefined, string | null>;
   /** The seq of the last change delivered (or skipped by the filter): delivery goes on after it. */
   position: number;
   /**

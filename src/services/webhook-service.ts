@@ -62,8 +62,10 @@ export interface WebhookEndpointView {
   last_status: number | null;
   failing_since: string | null;
   next_attempt_at: string | null;
-  /** While a rotation's overlap lasts: when the previous secret stops signing. */
+  /** While a rotation's overlap lasts: when the last previous secret stops signing (only the current one signs after). */
   previous_secret_expires_at: string | null;
+  /** When each previous secret that still signs stops signing, soonest first. */
+  previous_secrets_expire_at: string[];
   created_by: string;
   created_at: string;
 }
@@ -75,6 +77,11 @@ export type Actor = string;
 
 export const DEFAULT_OVERLAP_HOURS = 24;
 const MAX_OVERLAP_HOURS = 24 * 30;
+/**
+ * Previous secrets kept at once, each signing until its own expiry: a rotation past it ends the one
+ * that would expire soonest (the signature header grows by one signature per secret).
+ */
+export const MAX_PREVIOUS_SECRETS = 10;
 const MAX_DESCRIPTION_LENGTH = 200;
 /** Attempts `show` lists. */
 export const ATTEMPTS_SHOWN = 50;
@@ -85,8 +92,9 @@ async function toView(
   feed: { head: number; purgedSeq: number },
   now: Date,
 ): Promise<WebhookEndpointView> {
-  const previousLive =
-    row.previous_secret_expires_at !== null && Date.parse(row.previous_secret_expires_at) > now.getTime();
+  const expiries = livePrevious(row, now)
+    .map((previous) => previous.expires_at)
+    .sort((a, b) => Date.parse(a) - Date.parse(b));
   return {
     id: row.id,
     account_id: row.account_id,
@@ -103,7 +111,8 @@ async function toView(
     last_status: row.last_status,
     failing_since: row.failing_since,
     next_attempt_at: row.next_attempt_at,
-    previous_secret_expires_at: previousLive ? row.previous_secret_expires_at : null,
+    previous_secret_expires_at: expiries.at(-1) ?? null,
+    previous_secrets_expire_at: expiries,
     created_by: row.created_by,
     created_at: row.created_at,
   };
@@ -216,6 +225,7 @@ export const webhookService = {
         secret: sealed,
         previous_secret: null,
         previous_secret_expires_at: null,
+        previous_secrets: null,
         ...restartAt(head),
         failing_since: null,
         failed_attempts: 0,
@@ -354,36 +364,61 @@ export const webhookService = {
   },
 
   /**
-   * A new secret, shown once; the current one keeps signing beside it for `overlapHours` (both
-   * signatures in the header), so receivers can switch without missing an event.
+   * A new secret, shown once; the current one keeps signing beside it for `overlapHours` (one more
+   * signature in the header), so receivers can switch without missing an event. Earlier secrets
+   * still in their own overlap keep signing until it ends; an overlap of 0 ends them all now (a
+   * secret that leaked).
    */
   async rotateSecret(
     { db, secretsKey }: Pick<WebhookDeps, 'db' | 'secretsKey'>,
     endpointId: string,
     actor: Actor,
     { overlapHours = DEFAULT_OVERLAP_HOURS, accountId }: { overlapHours?: number; accountId?: string } = {},
-  ): Promise<{ secret: string; previous_secret_expires_at: string | null }> {
+  ): Promise<{
+    secret: string;
+    previous_secret_expires_at: string | null;
+    previous_secrets_expire_at: string[];
+  }> {
     const row = await requireEndpoint(db, endpointId, accountId);
     const hours = parseOverlapHours(overlapHours);
     const box = await secretBox(db, secretsKey);
     const secret = generateSecret();
-    const until = hours === 0 ? null : new Date(Date.now() + hours * 3_600_000).toISOString();
+    const now = new Date();
+    const until = hours === 0 ? null : new Date(now.getTime() + hours * 3_600_000).toISOString();
+    const earlier = until === null ? [] : livePrevious(row, now);
+    // Past the cap, the earlier secrets that would expire soonest end now.
+    while (earlier.length >= MAX_PREVIOUS_SECRETS) {
+      const soonest = earlier.reduce((a, b) => (Date.parse(b.expires_at) < Date.parse(a.expires_at) ? b : a));
+      earlier.splice(earlier.indexOf(soonest), 1);
+    }
+    const previous = until === null ? [] : [...earlier, { secret: row.secret, expires_at: until }];
     await change(
       db,
       row,
       {
         secret: box.seal(row.id, secret),
+        // The newest previous secret, for the previous release during a rolling upgrade.
         previous_secret: until === null ? null : row.secret,
         previous_secret_expires_at: until,
+        previous_secrets: until === null ? null : JSON.stringify(previous),
       },
       {
         actor,
         action: 'secret rotated',
-        detail: until === null ? 'no overlap' : `previous secret valid until ${until}`,
+        detail:
+          until === null
+            ? 'no overlap'
+            : `previous secret valid until ${until}${earlier.length === 0 ? '' : `; ${earlier.length} earlier secret${earlier.length === 1 ? '' : 's'} still signing, each until its own expiry`}`,
       },
       { releaseLease: false },
     );
-    return { secret, previous_secret_expires_at: until };
+    return {
+      secret,
+      previous_secret_expires_at: until,
+      previous_secrets_expire_at: previous
+        .map((entry) => entry.expires_at)
+        .sort((a, b) => Date.parse(a) - Date.parse(b)),
+    };
   },
 
   /**
@@ -468,20 +503,70 @@ export const webhookService = {
   },
 };
 
-/** The secrets that sign the endpoint's messages now: the current one, and the previous one during an overlap. */
+/** What of an endpoint's row says which secrets sign. */
+type SecretsOfRow = Pick<
+  WebhookEndpointRow,
+  'id' | 'secret' | 'previous_secret' | 'previous_secret_expires_at' | 'previous_secrets'
+>;
+
+/** A previous secret (sealed) and when it stops signing. */
+interface PreviousSecret {
+  secret: string;
+  expires_at: string;
+}
+
+function isPreviousSecret(value: unknown): value is PreviousSecret {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    'secret' in value &&
+    typeof value.secret === 'string' &&
+    'expires_at' in value &&
+    typeof value.expires_at === 'string' &&
+    !Number.isNaN(Date.parse(value.expires_at))
+  );
+}
+
+/**
+ * The endpoint's previous secrets (sealed) that still sign at `now`, oldest rotation first.
+ *
+ * `previous_secrets` holds them all, each with its own expiry (migration 0011), as long as its newest
+ * entry is `previous_secret` as written with it. The release before kept `previous_secret` alone: a
+ * rotation it made during a rolling upgrade leaves the list behind, and its own rule applies (its one
+ * previous secret, or none after an overlap of 0) until the next rotation by this release.
+ */
+function livePrevious(row: SecretsOfRow, now: Date): PreviousSecret[] {
+  const legacy =
+    row.previous_secret === null || row.previous_secret_expires_at === null
+      ? null
+      : { secret: row.previous_secret, expires_at: row.previous_secret_expires_at };
+  let list: PreviousSecret[] = [];
+  try {
+    const parsed: unknown = JSON.parse(row.previous_secrets ?? '[]');
+    if (Array.isArray(parsed) && parsed.every(isPreviousSecret)) list = parsed;
+  } catch {
+    // Unreadable: the column the previous release writes decides.
+  }
+  const holds = legacy !== null && list.at(-1)?.secret === legacy.secret;
+  const previous = holds ? list : legacy === null ? [] : [legacy];
+  return previous.filter((entry) => Date.parse(entry.expires_at) > now.getTime());
+}
+
+/**
+ * The secrets that sign the endpoint's messages now: the current one, then every previous one still
+ * in its overlap, newest first.
+ */
 export async function signingSecrets(
   db: Kysely<Database>,
   secretsKey: Buffer | null,
-  row: Pick<WebhookEndpointRow, 'id' | 'secret' | 'previous_secret' | 'previous_secret_expires_at'>,
+  row: SecretsOfRow,
   now: Date,
 ): Promise<string[]> {
   const box = await secretBox(db, secretsKey);
   const secrets = [box.open(row.id, row.secret)];
-  if (
-    row.previous_secret !== null &&
-    row.previous_secret_expires_at !== null &&
-    Date.parse(row.previous_secret_expires_at) > now.getTime()
-  )
-    secrets.push(box.open(row.id, row.previous_secret));
+  for (const previous of livePrevious(row, now).reverse()) {
+    const secret = box.open(row.id, previous.secret);
+    if (!secrets.includes(secret)) secrets.push(secret);
+  }
   return secrets;
 }

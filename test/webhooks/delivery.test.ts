@@ -431,6 +431,57 @@ for (const store of STORES) {
       assert.throws(() => verify(old, afterOverlap));
     });
 
+    test('two rotations inside the overlap: the first, second and current secrets all sign; each previous one stops at its own expiry', async (t) => {
+      t.mock.timers.enable({ apis: ['Date'], now: Date.now() });
+      const signatures = (received: Received) => String(received.headers['webhook-signature']).split(' ');
+      const { endpoint, secret: first } = await create();
+      // The first secret signs until 2 h from now, the second until 2 h 30 min from now.
+      const { secret: second } = await webhookService.rotateSecret(
+        ctx.services.webhookDeps,
+        endpoint.id,
+        'test',
+        { overlapHours: 2 },
+      );
+      t.mock.timers.tick(30 * 60_000);
+      const { secret: current, previous_secrets_expire_at } = await webhookService.rotateSecret(
+        ctx.services.webhookDeps,
+        endpoint.id,
+        'test',
+        { overlapHours: 2 },
+      );
+
+      await importRecords(ctx, [incident(accountId, randomUUID(), 1)]);
+      await receiver.waitFor(1);
+      const during = receiver.received[0] as Received;
+      for (const secret of [first, second, current]) assert.ok(verify(secret, during));
+      assert.equal(signatures(during).length, 3);
+      assert.equal(previous_secrets_expire_at.length, 2);
+      assert.deepEqual(
+        (await webhookService.show(ctx.db, endpoint.id)).previous_secrets_expire_at,
+        previous_secrets_expire_at,
+      );
+
+      // 2 h after the first rotation: the first secret's overlap is over, the second's is not.
+      t.mock.timers.tick(90 * 60_000);
+      await importRecords(ctx, [incident(accountId, randomUUID(), 2)]);
+      await receiver.waitFor(2);
+      const afterFirst = receiver.received[1] as Received;
+      assert.equal(signatures(afterFirst).length, 2);
+      assert.ok(verify(second, afterFirst));
+      assert.ok(verify(current, afterFirst));
+      assert.throws(() => verify(first, afterFirst));
+
+      // And 30 min later the second's too: only the current secret signs.
+      t.mock.timers.tick(30 * 60_000);
+      await importRecords(ctx, [incident(accountId, randomUUID(), 3)]);
+      await receiver.waitFor(3);
+      const afterBoth = receiver.received[2] as Received;
+      assert.equal(signatures(afterBoth).length, 1);
+      assert.ok(verify(current, afterBoth));
+      assert.throws(() => verify(second, afterBoth));
+      assert.deepEqual((await webhookService.show(ctx.db, endpoint.id)).previous_secrets_expire_at, []);
+    });
+
     test("account A's endpoint never sees account B's changes", async () => {
       await create();
       const other = await seedAccount(ctx.db);

@@ -44,7 +44,7 @@ export interface SeqKey {
 export type ApiKeyMetadataRow = Omit<Selectable<ApiKeysTable>, 'key_hash'>;
 export type WebhookEndpointMetadataRow = Omit<
   Selectable<WebhookEndpointsTable>,
-  'secret' | 'previous_secret' | 'lease_owner' | 'lease_expires_at'
+  'secret' | 'previous_secret' | 'previous_secrets' | 'lease_owner' | 'lease_expires_at'
 >;
 export type OauthClientMetadataRow = Omit<
   Selectable<OauthClientsTable>,
