@@ -213,10 +213,11 @@ for (const store of STORES) {
       await importRecords(ctx, [incident(accountId, second, 2)]);
       await importRecords(ctx, [incident(accountId, second, 2, { status: 'investigating' })]);
       release();
-      await target.waitFor(2);
-      await sleep(300);
       // Events, not attempts: on a slow machine the held attempt may time out and be sent again,
-      // with the same webhook-id (at least once).
+      // with the same webhook-id (at least once), and that retry is not the second event.
+      const eventIds = () => new Set(target.received.map((r) => r.headers['webhook-id']));
+      await until(() => eventIds().size >= 2, 20_000, 'the second event');
+      await sleep(300);
       const events = new Map(target.received.map((r) => [r.headers['webhook-id'], r]));
       assert.deepEqual(
         [...events.values()].map((r) => [
@@ -866,16 +867,19 @@ for (const store of STORES) {
       assert.deepEqual(errors, ['webhook delivery loop failed']);
       assert.equal(dispatcher.held, 1, 'the worker ended');
       // Its position was never written: once its lease (4 s) has run out, a new worker takes the
-      // endpoint and sends the same events again, with the same webhook-ids.
+      // endpoint and sends the same events again, with the same webhook-ids. (A busy machine may
+      // have sent fewer than 50 before the first write failed: those are compared.)
       const firstIds = receiver.received.map((r) => String(r.headers['webhook-id']));
       await until(() => receiver.received.length >= firstIds.length + 50, 15_000, 'the events sent again');
       assert.equal(dispatcher.held, 2);
       assertAllInOrder(ids);
+      const compared = Math.min(50, firstIds.length);
+      assert.ok(compared > 0, 'events were sent before the failure');
       assert.deepEqual(
         receiver.received
-          .slice(firstIds.length, firstIds.length + 50)
+          .slice(firstIds.length, firstIds.length + compared)
           .map((r) => String(r.headers['webhook-id'])),
-        firstIds.slice(0, 50),
+        firstIds.slice(0, compared),
       );
     });
   });
