@@ -652,7 +652,7 @@ export const ENVIRONMENT = {
   },
   WEBHOOK_TIMEOUT_MS: {
     default: '10000',
-    doc: 'how long one webhook delivery attempt may take, connecting included',
+    doc: 'how long a receiver may take to answer a webhook delivery, from its connection; getting the connection is bounded by the same time',
     reading: { kind: 'number', min: 100, max: 60_000, unit: 'milliseconds' },
   },
   WEBHOOK_DISABLE_AFTER_HOURS: {

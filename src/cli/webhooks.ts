@@ -178,7 +178,8 @@ const rotateSecret: Command = {
     'Give an endpoint a new signing secret (printed once); the old one keeps signing during the overlap',
   usage: ['safety-api webhooks rotate-secret ENDPOINT_ID [--overlap-hours N] [--json]'],
   notes: [
-    '--overlap-hours  hours both secrets sign each message (default 24; 0 ends the old secret now)',
+    '--overlap-hours  hours the replaced secret signs beside the new one (default 24); earlier secrets',
+    '                 keep their own expiry; 0 ends every earlier secret now',
     '--json           { "secret" }',
   ],
   example: `safety-api webhooks rotate-secret ${ENDPOINT_ID} --overlap-hours 48`,
@@ -202,9 +203,9 @@ const rotateSecret: Command = {
     }
     io.out(`New signing secret (shown once, store it now): ${rotated.secret}`);
     io.out(
-      rotated.previous_secret_expires_at === null
-        ? 'The previous secret no longer signs.'
-        : `The previous secret signs too until ${rotated.previous_secret_expires_at}.`,
+      rotated.previous_secrets_expire_at.length === 0
+        ? 'No earlier secret signs any more.'
+        : `Earlier secrets sign too, each until its own expiry: ${rotated.previous_secrets_expire_at.join(', ')}.`,
     );
   },
 };

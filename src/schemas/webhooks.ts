@@ -203,7 +203,7 @@ export const WEBHOOK_HEADERS = [
   {
     name: 'webhook-signature',
     description:
-      "`v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. During a secret rotation's overlap two signatures, space-separated: accept the message when either verifies.",
+      "`v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. While earlier secrets are in their rotation's overlap, one signature per secret, space-separated, the current secret's first: accept the message when any of them verifies.",
     schema: Type.String({ pattern: '^v1,' }),
     example: 'v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=',
   },

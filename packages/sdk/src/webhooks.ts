@@ -32,7 +32,7 @@ function isWebhookEvent(value: unknown): value is WebhookEvent {
 
 /**
  * The event a webhook request carries, once its Standard Webhooks signature verifies with `secret`
- * (`whsec_…`; during a rotation either secret's signature is accepted) and its timestamp is within
+ * (`whsec_…`; while earlier secrets are in their rotation's overlap, any one secret's signature is accepted) and its timestamp is within
  * five minutes of this clock (which stops replays). `body` must be the raw body as it arrived.
  * Throws a WebhookVerificationError otherwise.
  */

@@ -140,10 +140,10 @@ function detailsSection(endpoint: WebhookEndpointView, userNames: Map<string, st
     <dt>Lag</dt><dd id="webhook-lag">${lagText(endpoint.lag)} not delivered yet</dd>
     <dt>Cursor</dt><dd><code id="webhook-cursor">${endpoint.cursor}</code></dd>
     <dt>Last delivery</dt><dd>${lastDelivery(endpoint)}</dd>
-    <dt>Previous secret</dt><dd>${
-      endpoint.previous_secret_expires_at === null
+    <dt>Previous secrets</dt><dd>${
+      endpoint.previous_secrets_expire_at.length === 0
         ? 'None: only the current secret signs'
-        : html`Also signs until ${dateTime(endpoint.previous_secret_expires_at)}`
+        : html`Each also signs until its own expiry: ${endpoint.previous_secrets_expire_at.map((at, i) => html`${i === 0 ? '' : ', '}${dateTime(at)}`)}`
     }</dd>
     <dt>Created by</dt><dd>${endpointActorName(endpoint.created_by, userNames)}</dd>
     <dt>Created</dt><dd>${dateTime(endpoint.created_at)}</dd>
@@ -195,7 +195,7 @@ function actionsSection(endpoint: WebhookEndpointView, csrfToken: string): SafeH
     ${csrfField(csrfToken)}
     <label for="rotate-overlap">Overlap in hours</label>
     <input id="rotate-overlap" name="overlap_hours" type="number" min="0" max="720" step="any" inputmode="decimal" value="${DEFAULT_OVERLAP_HOURS}" aria-describedby="rotate-overlap-hint">
-    <p id="rotate-overlap-hint" class="hint">The new secret is shown once. During the overlap the current secret signs too (two signatures per message), so the receiver can switch without missing an event; 0 ends the current secret now.</p>
+    <p id="rotate-overlap-hint" class="hint">The new secret is shown once. During the overlap the current secret signs too (a signature per secret in each message), so the receiver can switch without missing an event; secrets replaced earlier keep their own expiry; 0 ends every earlier secret now.</p>
     <button type="submit" class="button">Rotate secret</button>
   </form>
   <h3 id="webhook-delete-heading">Delete</h3>

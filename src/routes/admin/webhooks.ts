@@ -124,9 +124,9 @@ const ENDPOINT_ACTIONS: Record<string, EndpointAction> = {
     return secretFlash(
       'Signing secret rotated',
       rotated.secret,
-      rotated.previous_secret_expires_at === null
-        ? 'The previous secret no longer signs.'
-        : `The previous secret also signs every message until ${rotated.previous_secret_expires_at}.`,
+      rotated.previous_secrets_expire_at.length === 0
+        ? 'No earlier secret signs any more.'
+        : `Earlier secrets also sign every message, each until its own expiry: ${rotated.previous_secrets_expire_at.join(', ')}.`,
     );
   },
 

@@ -303,7 +303,7 @@ for (const store of STORES) {
       const before = await stored(id);
       let { page } = await act(id, 'rotate-secret', { overlap_hours: '0' });
       assert.match(page, /Signing secret rotated/);
-      assert.match(page, /The previous secret no longer signs\./);
+      assert.match(page, /No earlier secret signs any more\./);
       const second = fieldValue(page, 'new-webhook-secret');
       assert.ok(second !== undefined && second !== first);
       assert.equal(page.match(SECRET)?.length, 1);
@@ -322,8 +322,11 @@ for (const store of STORES) {
       const until = (await stored(id))?.previous_secret_expires_at;
       assert.ok(until !== null && until !== undefined);
       assert.ok(Math.abs(Date.parse(until) - Date.now() - 48 * 3_600_000) < 60_000);
-      assert.match(page, new RegExp(`The previous secret also signs every message until ${until}\\.`));
-      assert.match(text(page), /Previous secret Also signs until/);
+      assert.match(
+        page,
+        new RegExp(`Earlier secrets also sign every message, each until its own expiry: ${until}\\.`),
+      );
+      assert.match(text(page), /Previous secrets Each also signs until its own expiry: /);
       await act(id, 'test');
       await receiver.waitFor(2);
       const overlap = receiver.received[1] as Received;

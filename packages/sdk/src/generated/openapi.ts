@@ -3432,7 +3432,7 @@ export interface operations {
                  */
                 "webhook-timestamp": string;
                 /**
-                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. During a secret rotation's overlap two signatures, space-separated: accept the message when either verifies.
+                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. While earlier secrets are in their rotation's overlap, one signature per secret, space-separated, the current secret's first: accept the message when any of them verifies.
                  * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
                  */
                 "webhook-signature": string;
@@ -3484,7 +3484,7 @@ export interface operations {
                  */
                 "webhook-timestamp": string;
                 /**
-                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. During a secret rotation's overlap two signatures, space-separated: accept the message when either verifies.
+                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. While earlier secrets are in their rotation's overlap, one signature per secret, space-separated, the current secret's first: accept the message when any of them verifies.
                  * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
                  */
                 "webhook-signature": string;
@@ -3536,7 +3536,7 @@ export interface operations {
                  */
                 "webhook-timestamp": string;
                 /**
-                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. During a secret rotation's overlap two signatures, space-separated: accept the message when either verifies.
+                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. While earlier secrets are in their rotation's overlap, one signature per secret, space-separated, the current secret's first: accept the message when any of them verifies.
                  * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
                  */
                 "webhook-signature": string;
@@ -3588,7 +3588,7 @@ export interface operations {
                  */
                 "webhook-timestamp": string;
                 /**
-                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. During a secret rotation's overlap two signatures, space-separated: accept the message when either verifies.
+                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. While earlier secrets are in their rotation's overlap, one signature per secret, space-separated, the current secret's first: accept the message when any of them verifies.
                  * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
                  */
                 "webhook-signature": string;
@@ -3640,7 +3640,7 @@ export interface operations {
                  */
                 "webhook-timestamp": string;
                 /**
-                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. During a secret rotation's overlap two signatures, space-separated: accept the message when either verifies.
+                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. While earlier secrets are in their rotation's overlap, one signature per secret, space-separated, the current secret's first: accept the message when any of them verifies.
                  * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
                  */
                 "webhook-signature": string;
@@ -3692,7 +3692,7 @@ export interface operations {
                  */
                 "webhook-timestamp": string;
                 /**
-                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. During a secret rotation's overlap two signatures, space-separated: accept the message when either verifies.
+                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. While earlier secrets are in their rotation's overlap, one signature per secret, space-separated, the current secret's first: accept the message when any of them verifies.
                  * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
                  */
                 "webhook-signature": string;
@@ -3744,7 +3744,7 @@ export interface operations {
                  */
                 "webhook-timestamp": string;
                 /**
-                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. During a secret rotation's overlap two signatures, space-separated: accept the message when either verifies.
+                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. While earlier secrets are in their rotation's overlap, one signature per secret, space-separated, the current secret's first: accept the message when any of them verifies.
                  * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
                  */
                 "webhook-signature": string;
@@ -3796,7 +3796,7 @@ export interface operations {
                  */
                 "webhook-timestamp": string;
                 /**
-                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. During a secret rotation's overlap two signatures, space-separated: accept the message when either verifies.
+                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. While earlier secrets are in their rotation's overlap, one signature per secret, space-separated, the current secret's first: accept the message when any of them verifies.
                  * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
                  */
                 "webhook-signature": string;
@@ -3848,7 +3848,7 @@ export interface operations {
                  */
                 "webhook-timestamp": string;
                 /**
-                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. During a secret rotation's overlap two signatures, space-separated: accept the message when either verifies.
+                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. While earlier secrets are in their rotation's overlap, one signature per secret, space-separated, the current secret's first: accept the message when any of them verifies.
                  * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
                  */
                 "webhook-signature": string;
@@ -3900,7 +3900,7 @@ export interface operations {
                  */
                 "webhook-timestamp": string;
                 /**
-                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. During a secret rotation's overlap two signatures, space-separated: accept the message when either verifies.
+                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. While earlier secrets are in their rotation's overlap, one signature per secret, space-separated, the current secret's first: accept the message when any of them verifies.
                  * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
                  */
                 "webhook-signature": string;
@@ -3952,7 +3952,7 @@ export interface operations {
                  */
                 "webhook-timestamp": string;
                 /**
-                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. During a secret rotation's overlap two signatures, space-separated: accept the message when either verifies.
+                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. While earlier secrets are in their rotation's overlap, one signature per secret, space-separated, the current secret's first: accept the message when any of them verifies.
                  * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
                  */
                 "webhook-signature": string;
@@ -4004,7 +4004,7 @@ export interface operations {
                  */
                 "webhook-timestamp": string;
                 /**
-                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. During a secret rotation's overlap two signatures, space-separated: accept the message when either verifies.
+                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. While earlier secrets are in their rotation's overlap, one signature per secret, space-separated, the current secret's first: accept the message when any of them verifies.
                  * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
                  */
                 "webhook-signature": string;
@@ -4056,7 +4056,7 @@ export interface operations {
                  */
                 "webhook-timestamp": string;
                 /**
-                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. During a secret rotation's overlap two signatures, space-separated: accept the message when either verifies.
+                 * @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64-decoded part of the endpoint's secret after `whsec_`. While earlier secrets are in their rotation's overlap, one signature per secret, space-separated, the current secret's first: accept the message when any of them verifies.
                  * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
                  */
                 "webhook-signature": string;
