@@ -12,6 +12,7 @@ import { Webhook } from 'standardwebhooks';
 import { webhookService } from '../../src/services/webhook-service.ts';
 import { OAUTH_PATH } from '../../src/paths.ts';
 import { ROOT, STORES, createTestContext, outputOf, seedKey, type TestContext } from '../helpers.ts';
+import { named, user } from '../records.ts';
 import { account, gone, incident, minute } from '../import/files.ts';
 import { seedClient } from '../oauth/harness.ts';
 import { importRecords } from '../webhooks/feed.ts';
@@ -41,21 +42,6 @@ function pythonVersion(): { version: [number, number] } | { missing: string } {
   const [major = 0, minor = 0] = probe.stdout.trim().split(' ').map(Number);
   return { version: [major, minor] };
 }
-
-const named = (type: 'department' | 'location', accountId: string, name: string) => ({
-  type,
-  id: randomUUID(),
-  account_id: accountId,
-  name,
-});
-const user = (accountId: string, name: string) => ({
-  type: 'user',
-  id: randomUUID(),
-  account_id: accountId,
-  name,
-  email: `${name.toLowerCase()}-${randomUUID().slice(0, 8)}@example.com`,
-  role: 'manager',
-});
 
 /** A client-credentials token of a new OAuth client of `accountId`, from the real token endpoint. */
 async function accessToken(ctx: TestContext, accountId: string): Promise<string> {

