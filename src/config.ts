@@ -1,126 +1,296 @@
 import { isIP } from 'node:net';
+import { Type } from 'typebox';
+import { Value } from 'typebox/value';
 
 /**
- * The one configuration loader. Every process (server, CLI, tests) reads its settings through
- * `loadConfig`, so a bad value is reported the same way everywhere: one readable message.
+ * The configuration as one schema. Every environment variable the server and the CLI read is
+ * declared once, in `ENVIRONMENT` (OpenTelemetry's in `TRACING`): its default, its bounds or
+ * allowed values, the line that says what it sets, and the reading that holds it to them. The
+ * loader (`loadConfig`), the `Config` type, the README's configuration table and
+ * docs/deployment.md's tracing table (scripts/config-table.ts, `npm run docs:config`) and
+ * `safety-api serve --help` all come from those declarations. Every process reads its settings
+ * through `loadConfig`, so a bad value is reported the same way everywhere: one line naming every
+ * bad variable.
  */
-
-export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
-
-export interface Config {
-  port: number;
-  host: string;
-  /** Public origin of the service, without a trailing slash, e.g. `https://api.example.com`. */
-  baseUrl: string;
-  databaseUrl: string;
-  /**
-   * Where migrations run (MIGRATION_DATABASE_URL): the same PostgreSQL database reached another
-   * way, for a `DATABASE_URL` through a transaction-mode pooler; otherwise `databaseUrl` itself.
-   */
-  migrationDatabaseUrl: string;
-  /**
-   * MIGRATE_ON_START (default true): `serve` applies pending migrations before it listens. False:
-   * it applies none, and a pending migration stops it with a line naming `safety-api migrate`.
-   */
-  migrateOnStart: boolean;
-  /**
-   * `redis://` or `rediss://` (one server), or `redis+sentinel://` (a primary found through
-   * Sentinels; `parseRedisUrl`). `null` keeps rate-limit counters in process memory.
-   */
-  redisUrl: string | null;
-  logLevel: LogLevel;
-  /** Private JWK set signing OAuth tokens (OAUTH_JWKS); `null`: generated once and kept in the database. */
-  oauthJwks: { keys: Record<string, unknown>[] } | null;
-  /** Secrets signing OAuth cookies, newest first (OAUTH_COOKIE_KEYS); `null`: generated once and kept. */
-  oauthCookieKeys: string[] | null;
-  /**
-   * Addresses and CIDRs of the proxies whose `X-Forwarded-For` is believed (TRUST_PROXY); empty:
-   * none, the client address is the peer's.
-   */
-  trustProxy: string[];
-  /** Port of a separate listener for `/metrics` (METRICS_PORT); `null`: served on the main port. */
-  metricsPort: number | null;
-  /** Address that listener binds (METRICS_HOST): loopback unless the operator says otherwise. */
-  metricsHost: string;
-  /**
-   * Days a deletion stays in the changes feed, and a feed cursor stays valid
-   * (CHANGES_RETENTION_DAYS, default 400; fractions allowed, so tests can use seconds).
-   */
-  changesRetentionDays: number;
-  /** WEBHOOKS_ALLOW_PRIVATE: webhook endpoints may be http:// and on private addresses (tests, development). */
-  webhooksAllowPrivate: boolean;
-  /** WEBHOOK_TIMEOUT_MS: how long one delivery attempt may take (default 10000). */
-  webhookTimeoutMs: number;
-  /** WEBHOOK_DISABLE_AFTER_HOURS: an endpoint failing this long is disabled (default 72; fractions allowed). */
-  webhookDisableAfterHours: number;
-  /**
-   * WEBHOOK_LEASE_SECONDS: how long an instance's claim on an endpoint lasts unless renewed, and so
-   * how soon another instance takes over when the holder dies (default 30).
-   */
-  webhookLeaseSeconds: number;
-  /**
-   * WEBHOOK_SECRETS_KEY: 32 bytes (base64) encrypting webhook signing secrets at rest; `null`: a
-   * key generated once and kept in the database.
-   */
-  webhookSecretsKey: Buffer | null;
-  /**
-   * CACHE_MAX_MB: what the server's in-process caches may hold together, in MiB (default 64),
-   * each cache its share in bytes (`cacheBudgets`).
-   */
-  cacheMaxMb: number;
-  /**
-   * OpenTelemetry traces, from OpenTelemetry's own `OTEL_*` variables (`parseTracing`); `null`:
-   * off, and nothing of the tracing code is loaded.
-   */
-  tracing: TracingSettings | null;
-}
-
-/** The samplers of OTEL_TRACES_SAMPLER this server offers (the specification's, but remote ones). */
-export const TRACE_SAMPLERS = [
-  'always_on',
-  'always_off',
-  'traceidratio',
-  'parentbased_always_on',
-  'parentbased_always_off',
-  'parentbased_traceidratio',
-] as const;
-export type TraceSampler = (typeof TRACE_SAMPLERS)[number];
-
-/** Where and how spans are exported, and which are kept (src/telemetry/). */
-export interface TracingSettings {
-  /** The OTLP/HTTP URL spans are POSTed to, `/v1/traces` included. */
-  endpoint: string;
-  protocol: 'http/protobuf' | 'http/json';
-  /** Sent with every export (credentials of the collector, perhaps): never logged. */
-  headers: Record<string, string>;
-  /** How long one export may take before its spans are dropped. */
-  timeoutMs: number;
-  /** `service.name` and the other resource attributes (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES). */
-  resource: Record<string, string>;
-  sampler: TraceSampler;
-  /** The ratio of the `…traceidratio` samplers (OTEL_TRACES_SAMPLER_ARG, default 1). */
-  ratio: number;
-  /** How long a finished span may wait before it is sent (OTEL_BSP_SCHEDULE_DELAY, default 5000 ms). */
-  scheduleDelayMs: number;
-  /** Finished spans held for export at most; past it new spans are dropped (OTEL_BSP_MAX_QUEUE_SIZE, 2048). */
-  maxQueueSize: number;
-}
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
-const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+/** What a reading is told of the variable it reads: its name (of a pair, the one set) and its default as written. */
+interface Variable {
+  name: string;
+  default: string | null;
+}
+
+/** A set variable's text to its value; `undefined` once a line saying what is wrong is in `problems`. */
+type Read<T> = (raw: string, variable: Variable, problems: string[]) => T | undefined;
+
+/** The form of a variable's value, as the docs give it: a kind, and its bounds or allowed values. */
+type Form =
+  | { kind: 'port'; lowest: number }
+  /** Fractions allowed; `rounded`: then rounded to a whole number. */
+  | { kind: 'number'; min: number; max: number; unit: string; rounded?: boolean }
+  | { kind: 'whole'; min: number; max: number }
+  | { kind: 'ratio' }
+  | { kind: 'boolean' }
+  | { kind: 'choice'; values: readonly string[] }
+  | { kind: 'url'; protocols: readonly string[] }
+  /** Comma-separated `name=value` pairs. */
+  | { kind: 'pairs' }
+  /** Text as given, or read by a reader of its own (a key, a list, a JSON value). */
+  | { kind: 'text' };
+
+interface Reader<T> {
+  read: Read<T>;
+  /** Spaces around the value do not count, and a blank one is unset (OpenTelemetry's way). */
+  trim?: boolean;
+  /** Its value when unset, for a variable without a default; `null` when not given. */
+  empty?: () => T;
+}
+
+/** How a variable is read: its form, and the reader that holds its text to that form. */
+export type Reading<T = unknown> = Form & Reader<T>;
+type ReadingOf<Kind extends Form['kind'], T> = Extract<Form, { kind: Kind }> & Reader<T>;
+
+/** Whether `raw` sets a variable: present and not empty (nor blank, for a reading that trims). */
+function isSet(reading: { trim?: boolean }, raw: string | undefined): raw is string {
+  return raw !== undefined && (reading.trim === true ? raw.trim() : raw) !== '';
+}
+
+/** A variable's default, read like a value of it: what the variable takes when unset or bad. */
+function readDefault<T>(reading: Reader<T>, name: string, text: string): T {
+  const problems: string[] = [];
+  const value = reading.read(text, { name, default: text }, problems);
+  if (value === undefined)
+    throw new Error(`the default of ${name} is not a value of it: ${problems.join('; ')}`);
+  return value;
+}
+
+function port(lowest: number): ReadingOf<'port', number> {
+  return {
+    kind: 'port',
+    lowest,
+    read: (raw, { name }, problems) => {
+      if (/^\d+$/.test(raw) && Number(raw) >= lowest && Number(raw) <= 65535) return Number(raw);
+      problems.push(`${name} must be an integer from ${lowest} to 65535 (got "${raw}")`);
+      return undefined;
+    },
+  };
+}
+
+function number(form: Omit<Extract<Form, { kind: 'number' }>, 'kind'>): ReadingOf<'number', number> {
+  const { min, max, unit, rounded = false } = form;
+  return {
+    kind: 'number',
+    ...form,
+    read: (raw, variable, problems) => {
+      const value = /^\d{1,9}(\.\d{1,9})?$/.test(raw) ? Number(raw) : Number.NaN;
+      if (value >= min && value <= max) return rounded ? Math.round(value) : value;
+      problems.push(
+        `${variable.name} must be a number of ${unit} from ${min} to ${max}, e.g. ${variable.default} (got "${raw}")`,
+      );
+      return undefined;
+    },
+  };
+}
+
+/** A whole number of milliseconds or items. */
+function whole(min: number, max: number): ReadingOf<'whole', number> {
+  return {
+    kind: 'whole',
+    min,
+    max,
+    read: (raw, variable, problems) => {
+      const value = /^\d{1,9}$/.test(raw) ? Number(raw) : Number.NaN;
+      if (value >= min && value <= max) return value;
+      problems.push(
+        `${variable.name} must be a whole number from ${min} to ${max}, e.g. ${variable.default} (got "${raw}")`,
+      );
+      return undefined;
+    },
+  };
+}
+
+/** A ratio from 0 to 1 (OTEL_TRACES_SAMPLER_ARG). */
+function ratio(): ReadingOf<'ratio', number> {
+  return {
+    kind: 'ratio',
+    trim: true,
+    read: (raw, { name }, problems) => {
+      if (/^(0(\.\d+)?|1(\.0+)?|\.\d+)$/.test(raw.trim())) return Number(raw.trim());
+      problems.push(`${name} must be a ratio from 0 to 1, e.g. 0.1 (got "${raw}")`);
+      return undefined;
+    },
+  };
+}
+
+/** `true` or `1`, `false` or `0`. */
+function boolean(): ReadingOf<'boolean', boolean> {
+  return {
+    kind: 'boolean',
+    read: (raw, { name }, problems) => {
+      if (raw === 'false' || raw === '0') return false;
+      if (raw === 'true' || raw === '1') return true;
+      problems.push(`${name} must be true or false (got "${raw}")`);
+      return undefined;
+    },
+  };
+}
+
+/**
+ * One of `values`. `padded`: spaces around it do not count (`trim`: nor is a blank one set);
+ * `caseless`: nor does the case of its letters; `note`: what a refusal adds, given the value.
+ */
+function choice<V extends string>(
+  values: readonly V[],
+  {
+    trim = false,
+    padded = trim,
+    caseless = false,
+    note,
+  }: {
+    trim?: boolean;
+    padded?: boolean;
+    caseless?: boolean;
+    note?: (value: string) => string | undefined;
+  } = {},
+): ReadingOf<'choice', V> {
+  return {
+    kind: 'choice',
+    values,
+    trim,
+    read: (raw, { name }, problems) => {
+      const trimmed = padded ? raw.trim() : raw;
+      const text = caseless ? trimmed.toLowerCase() : trimmed;
+      const value = values.find((allowed) => allowed === text);
+      if (value !== undefined) return value;
+      const allowed = values.length === 2 ? values.join(' or ') : `one of ${values.join(', ')}`;
+      const why = note?.(text);
+      problems.push(`${name} must be ${allowed} (got "${raw}")${why === undefined ? '' : `: ${why}`}`);
+      return undefined;
+    },
+  };
+}
+
+/** What is wrong with `raw` as a URL of one of `protocols` (`http:`…), if anything. */
+function urlProblem(name: string, raw: string, protocols: readonly string[]): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return `${name} must be a URL (got "${raw}")`;
+  }
+  if (protocols.includes(url.protocol)) return undefined;
+  return `${name} must start with ${protocols.map((p) => `${p}//`).join(' or ')} (got "${raw}")`;
+}
+
+/** A URL of one of `protocols`, as given; `withoutTrailingSlash`: its trailing slashes cut. */
+function url(protocols: readonly string[], { withoutTrailingSlash = false } = {}): ReadingOf<'url', string> {
+  return {
+    kind: 'url',
+    protocols,
+    read: (raw, { name }, problems) => {
+      const problem = urlProblem(name, raw, protocols);
+      if (problem === undefined) return withoutTrailingSlash ? raw.replace(/\/+$/, '') : raw;
+      problems.push(problem);
+      return undefined;
+    },
+  };
+}
+
+function text({ trim = false } = {}): ReadingOf<'text', string> {
+  return { kind: 'text', trim, read: (raw) => (trim ? raw.trim() : raw) };
+}
+
+/** Read by a reader of its own (a key, a list, a JSON value), below. */
+function own<T>(read: Read<T>): ReadingOf<'text', T> {
+  return { kind: 'text', read };
+}
+
+/**
+ * `name=value` pairs separated by commas, values percent-encoded (OTEL_EXPORTER_OTLP_HEADERS,
+ * OTEL_RESOURCE_ATTRIBUTES). A problem names the variable and the entry's place, never its value:
+ * headers carry the collector's credentials.
+ */
+function pairs(): ReadingOf<'pairs', Record<string, string>> {
+  return {
+    kind: 'pairs',
+    trim: true,
+    read: (raw, { name }, problems) => {
+      const read: Record<string, string> = {};
+      const entries = raw.split(',');
+      for (const [index, entry] of entries.entries()) {
+        const equals = entry.indexOf('=');
+        const key = equals <= 0 ? '' : entry.slice(0, equals).trim();
+        let value: string | null = null;
+        try {
+          value = equals <= 0 ? null : decodeURIComponent(entry.slice(equals + 1).trim());
+        } catch {
+          value = null;
+        }
+        if (key === '' || value === null) {
+          problems.push(
+            `${name} must be comma-separated name=value pairs, values percent-encoded (entry ${index + 1} of ${entries.length} is not)`,
+          );
+          return undefined;
+        }
+        read[key] = value;
+      }
+      return read;
+    },
+  };
+}
+
+// The readers of one variable each, for the declarations below.
 
 export const DEFAULT_DATABASE_URL = 'sqlite:./data/safety-api.db';
 
-function parsePort(name: string, raw: string, lowest: number, problems: string[]): number | null {
-  if (!/^\d+$/.test(raw) || Number(raw) < lowest || Number(raw) > 65535) {
-    problems.push(`${name} must be an integer from ${lowest} to 65535 (got "${raw}")`);
-    return null;
+const readDatabaseUrl: Read<string> = (raw, variable, problems) => {
+  if (raw.startsWith('sqlite:')) {
+    if (raw.length === 'sqlite:'.length)
+      problems.push(`${variable.name} "sqlite:" needs a file path, e.g. ${variable.default}`);
+  } else if (raw.startsWith('postgres://') || raw.startsWith('postgresql://')) {
+    const problem = urlProblem(variable.name, raw, ['postgres:', 'postgresql:']);
+    if (problem !== undefined) problems.push(problem);
+  } else {
+    problems.push(`${variable.name} must be sqlite:PATH or postgres://… (got "${raw}")`);
   }
-  return Number(raw);
-}
+  // As given even when wrong: MIGRATION_DATABASE_URL's rule asks whether it names a SQLite file.
+  return raw;
+};
+
+const readRedisUrl: Read<string> = (raw, _variable, problems) => {
+  parseRedisUrl(raw, problems);
+  return raw;
+};
+
+/** A private JSON Web Key Set: at least one key, each with its type (`kty`) and its private part (`d`). */
+const PRIVATE_JWKS = Type.Object({
+  keys: Type.Array(Type.Object({ kty: Type.String(), d: Type.Unknown() }), { minItems: 1 }),
+});
+
+const readJwks: Read<{ keys: { kty: string; d: unknown }[] }> = (raw, { name }, problems) => {
+  let jwks: unknown;
+  try {
+    jwks = JSON.parse(raw);
+  } catch {
+    problems.push(`${name} must be a JSON Web Key Set (JSON)`);
+    return undefined;
+  }
+  if (Value.Check(PRIVATE_JWKS, jwks)) return { keys: jwks.keys };
+  problems.push(`${name} must be {"keys":[…]} with at least one private key (kty and d)`);
+  return undefined;
+};
+
+const MIN_COOKIE_KEY_LENGTH = 32;
+
+const readCookieKeys: Read<string[]> = (raw, { name }, problems) => {
+  const keys = raw.split(',').map((k) => k.trim());
+  if (keys.every((k) => k.length >= MIN_COOKIE_KEY_LENGTH)) return keys;
+  problems.push(`${name} must be comma-separated secrets of at least ${MIN_COOKIE_KEY_LENGTH} characters`);
+  return undefined;
+};
 
 /** One TRUST_PROXY entry: an IPv4 or IPv6 address, optionally with a /prefix length. */
 function isAddressOrCidr(entry: string): boolean {
@@ -131,34 +301,33 @@ function isAddressOrCidr(entry: string): boolean {
   return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
 }
 
-function parseTrustProxy(raw: string | undefined, problems: string[]): string[] {
-  if (raw === undefined || raw.trim() === '') return [];
+const readAddresses: Read<string[]> = (raw, { name }, problems) => {
   const entries = raw.split(',').map((entry) => entry.trim());
   const bad = entries.filter((entry) => !isAddressOrCidr(entry));
-  if (bad.length > 0) {
-    problems.push(
-      `TRUST_PROXY must be comma-separated IP addresses or CIDRs, e.g. 10.0.0.0/8,::1 (not ${bad
-        .map((entry) => `"${entry}"`)
-        .join(', ')})`,
-    );
-    return [];
-  }
-  return entries;
-}
+  if (bad.length === 0) return entries;
+  problems.push(
+    `${name} must be comma-separated IP addresses or CIDRs, e.g. 10.0.0.0/8,::1 (not ${bad
+      .map((entry) => `"${entry}"`)
+      .join(', ')})`,
+  );
+  return undefined;
+};
 
-function parseUrl(name: string, raw: string, protocols: string[], problems: string[]): string {
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    problems.push(`${name} must be a URL (got "${raw}")`);
-    return raw;
-  }
-  if (!protocols.includes(url.protocol)) {
-    problems.push(`${name} must start with ${protocols.map((p) => `${p}//`).join(' or ')} (got "${raw}")`);
-  }
-  return raw;
-}
+export const DEFAULT_CHANGES_RETENTION_DAYS = 400;
+
+const readRetentionDays: Read<number> = (raw, variable, problems) => {
+  const days = /^\d{1,6}(\.\d{1,9})?$/.test(raw) ? Number(raw) : Number.NaN;
+  if (days > 0) return days;
+  problems.push(`${variable.name} must be a number of days above 0, e.g. ${variable.default} (got "${raw}")`);
+  return undefined;
+};
+
+const readSecretsKey: Read<Buffer> = (raw, { name }, problems) => {
+  const key = /^[A-Za-z0-9+/_-]{43}=?$/.test(raw) ? Buffer.from(raw, 'base64') : Buffer.alloc(0);
+  if (key.length === 32) return key;
+  problems.push(`${name} must be 32 bytes in base64, e.g. the output of "openssl rand -base64 32"`);
+  return undefined;
+};
 
 /** A Redis primary watched by Sentinels, with its replicas: what ioredis' Sentinel client is given. */
 export interface RedisSentinels {
@@ -234,12 +403,11 @@ function parseSentinelUrl(raw: string, problems: string[]): RedisTarget | null {
  */
 export function parseRedisUrl(raw: string, problems: string[]): RedisTarget | null {
   if (SENTINEL_SCHEME.test(raw)) return parseSentinelUrl(raw, problems);
-  const before = problems.length;
-  parseUrl('REDIS_URL', raw, ['redis:', 'rediss:', 'redis+sentinel:'], problems);
-  return problems.length === before ? { kind: 'server', url: raw } : null;
+  const problem = urlProblem('REDIS_URL', raw, ['redis:', 'rediss:', 'redis+sentinel:']);
+  if (problem === undefined) return { kind: 'server', url: raw };
+  problems.push(problem);
+  return null;
 }
-
-export const DEFAULT_CHANGES_RETENTION_DAYS = 400;
 
 /**
  * CACHE_MAX_MB's default: the 32 MiB of response bodies and 8 MiB of rank maps the caches held
@@ -283,540 +451,491 @@ export function cacheBudgets(cacheMaxMb: number): CacheBudgets {
   };
 }
 
-function parseRetentionDays(raw: string | undefined, problems: string[]): number {
-  if (raw === undefined || raw === '') return DEFAULT_CHANGES_RETENTION_DAYS;
-  const days = /^\d{1,6}(\.\d{1,9})?$/.test(raw) ? Number(raw) : Number.NaN;
-  if (!(days > 0)) {
-    problems.push(`CHANGES_RETENTION_DAYS must be a number of days above 0, e.g. 400 (got "${raw}")`);
-    return DEFAULT_CHANGES_RETENTION_DAYS;
-  }
-  return days;
+/** The samplers of OTEL_TRACES_SAMPLER this server offers (the specification's, but remote ones). */
+export const TRACE_SAMPLERS = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+] as const;
+export type TraceSampler = (typeof TRACE_SAMPLERS)[number];
+
+const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const;
+
+/** Where and how spans are exported, and which are kept (src/telemetry/), from the `TRACING` variables. */
+export interface TracingSettings {
+  /** The OTLP/HTTP URL spans are POSTed to, `/v1/traces` included. */
+  endpoint: string;
+  protocol: (typeof OTLP_PROTOCOLS)[number];
+  /** Sent with every export (credentials of the collector, perhaps): never logged. */
+  headers: Record<string, string>;
+  /** How long one export may take before its spans are dropped. */
+  timeoutMs: number;
+  /** `service.name` and the other resource attributes (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES). */
+  resource: Record<string, string>;
+  sampler: TraceSampler;
+  /** The ratio of the `…traceidratio` samplers (OTEL_TRACES_SAMPLER_ARG). */
+  ratio: number;
+  /** How long a finished span may wait before it is sent (OTEL_BSP_SCHEDULE_DELAY). */
+  scheduleDelayMs: number;
+  /** Finished spans held for export at most; past it new spans are dropped (OTEL_BSP_MAX_QUEUE_SIZE). */
+  maxQueueSize: number;
 }
 
-/** A positive number (fractions allowed) within `[min, max]`, or the default when unset. */
-function parseNumber(
-  name: string,
-  raw: string | undefined,
-  { fallback, min, max, unit }: { fallback: number; min: number; max: number; unit: string },
-  problems: string[],
-): number {
-  if (raw === undefined || raw === '') return fallback;
-  const value = /^\d{1,9}(\.\d{1,9})?$/.test(raw) ? Number(raw) : Number.NaN;
-  if (!(value >= min && value <= max)) {
-    problems.push(
-      `${name} must be a number of ${unit} from ${min} to ${max}, e.g. ${fallback} (got "${raw}")`,
-    );
-    return fallback;
-  }
-  return value;
-}
-
-function parseBoolean(name: string, raw: string | undefined, problems: string[], fallback = false): boolean {
-  if (raw === undefined || raw === '') return fallback;
-  if (raw === 'false' || raw === '0') return false;
-  if (raw === 'true' || raw === '1') return true;
-  problems.push(`${name} must be true or false (got "${raw}")`);
-  return fallback;
-}
-
-function parseSecretsKey(raw: string | undefined, problems: string[]): Buffer | null {
-  if (raw === undefined || raw === '') return null;
-  const key = /^[A-Za-z0-9+/_-]{43}=?$/.test(raw) ? Buffer.from(raw, 'base64') : Buffer.alloc(0);
-  if (key.length !== 32) {
-    problems.push(
-      'WEBHOOK_SECRETS_KEY must be 32 bytes in base64, e.g. the output of "openssl rand -base64 32"',
-    );
-    return null;
-  }
-  return key;
-}
-
-function parseDatabaseUrl(raw: string | undefined, problems: string[]): string {
-  if (raw === undefined || raw === '') return DEFAULT_DATABASE_URL;
-  if (raw.startsWith('sqlite:')) {
-    if (raw.length === 'sqlite:'.length)
-      problems.push('DATABASE_URL "sqlite:" needs a file path, e.g. sqlite:./data/safety-api.db');
-    return raw;
-  }
-  if (raw.startsWith('postgres://') || raw.startsWith('postgresql://')) {
-    return parseUrl('DATABASE_URL', raw, ['postgres:', 'postgresql:'], problems);
-  }
-  problems.push(`DATABASE_URL must be sqlite:PATH or postgres://… (got "${raw}")`);
-  return raw;
-}
-
-const MIN_COOKIE_KEY_LENGTH = 32;
-
-function parseOauthJwks(raw: string | undefined, problems: string[]): Config['oauthJwks'] {
-  if (raw === undefined || raw === '') return null;
-  let jwks: unknown;
-  try {
-    jwks = JSON.parse(raw);
-  } catch {
-    problems.push('OAUTH_JWKS must be a JSON Web Key Set (JSON)');
-    return null;
-  }
-  const keys = (jwks as { keys?: unknown })?.keys;
-  const isPrivateKey = (k: unknown) =>
-    typeof k === 'object' && k !== null && typeof (k as Record<string, unknown>).kty === 'string' && 'd' in k;
-  if (!Array.isArray(keys) || keys.length === 0 || !keys.every(isPrivateKey)) {
-    problems.push('OAUTH_JWKS must be {"keys":[…]} with at least one private key (kty and d)');
-    return null;
-  }
-  return { keys };
-}
-
-function parseOauthCookieKeys(raw: string | undefined, problems: string[]): string[] | null {
-  if (raw === undefined || raw === '') return null;
-  const keys = raw.split(',').map((k) => k.trim());
-  if (keys.some((k) => k.length < MIN_COOKIE_KEY_LENGTH)) {
-    problems.push(
-      `OAUTH_COOKIE_KEYS must be comma-separated secrets of at least ${MIN_COOKIE_KEY_LENGTH} characters`,
-    );
-    return null;
-  }
-  return keys;
+/**
+ * One of OpenTelemetry's variables, or a pair of them: the general form, then the `…_TRACES_…`
+ * form, which wins when both are set. docs/deployment.md's tracing table gives one row to each.
+ */
+export interface TracingVariable<T = unknown> {
+  names: readonly [string] | readonly [string, string];
+  /** Its default as an operator writes it; `null`: unset. */
+  default: string | null;
+  doc: string;
+  more?: string;
+  reading: Reading<T>;
 }
 
 export const DEFAULT_SERVICE_NAME = 'safety-incident-api';
-const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const;
+const HTTP = ['http:', 'https:'];
 
-/** The first of `names` that is set (not empty), with its name. */
-function firstSet(env: Record<string, string | undefined>, names: string[]) {
-  for (const name of names) {
-    const value = env[name];
-    if (value !== undefined && value !== '') return { name, value };
-  }
-  return undefined;
-}
+/** OpenTelemetry's standard variables, as far as this server uses them, in the order of their table. */
+export const TRACING = {
+  endpoint: {
+    names: ['OTEL_EXPORTER_OTLP_ENDPOINT'],
+    default: 'http://localhost:4318',
+    doc: "base URL of the collector's OTLP/HTTP receiver, e.g. `http://otel-collector:4318` (`/v1/traces` is added)",
+    more: 'setting it turns tracing on',
+    reading: url(HTTP, { withoutTrailingSlash: true }),
+  },
+  tracesEndpoint: {
+    names: ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'],
+    default: null,
+    doc: 'the traces URL itself, used as given',
+    more: 'setting it turns tracing on',
+    reading: url(HTTP),
+  },
+  exporter: {
+    names: ['OTEL_TRACES_EXPORTER'],
+    default: null,
+    doc: 'the exporter of traces',
+    more: '`otlp` turns tracing on (to the default endpoint when none is set), `none` turns it off',
+    reading: choice(['otlp', 'none'], {
+      trim: true,
+      caseless: true,
+      note: () => 'this server exports traces by OTLP/HTTP only',
+    }),
+  },
+  disabled: {
+    names: ['OTEL_SDK_DISABLED'],
+    default: 'false',
+    doc: 'whether tracing is off',
+    more: '`true` turns it off, whatever else is set',
+    reading: choice(['true', 'false'], { trim: true, caseless: true }),
+  },
+  protocol: {
+    names: ['OTEL_EXPORTER_OTLP_PROTOCOL', 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'],
+    default: 'http/protobuf',
+    doc: 'how spans are sent',
+    more: '`grpc` is refused (OTLP/HTTP only)',
+    reading: choice(OTLP_PROTOCOLS, {
+      padded: true,
+      note: (value) => (value === 'grpc' ? 'this server exports by OTLP/HTTP only' : undefined),
+    }),
+  },
+  headers: {
+    names: ['OTEL_EXPORTER_OTLP_HEADERS', 'OTEL_EXPORTER_OTLP_TRACES_HEADERS'],
+    default: null,
+    doc: "`name=value,…`, values percent-encoded: the collector's credentials, for instance",
+    more: 'never logged, not even when malformed; the two are merged, the second winning for a name in both',
+    reading: pairs(),
+  },
+  timeoutMs: {
+    names: ['OTEL_EXPORTER_OTLP_TIMEOUT', 'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT'],
+    default: '10000',
+    doc: 'milliseconds one export may take',
+    more: 'past it its spans are dropped',
+    reading: whole(1, 600_000),
+  },
+  serviceName: {
+    names: ['OTEL_SERVICE_NAME'],
+    default: DEFAULT_SERVICE_NAME,
+    doc: "the resource's `service.name`",
+    more: '`service.name` in `OTEL_RESOURCE_ATTRIBUTES` when unset',
+    reading: text({ trim: true }),
+  },
+  resource: {
+    names: ['OTEL_RESOURCE_ATTRIBUTES'],
+    default: null,
+    doc: 'more resource attributes, `name=value,…` (`deployment.environment=prod`)',
+    reading: pairs(),
+  },
+  sampler: {
+    names: ['OTEL_TRACES_SAMPLER'],
+    default: 'parentbased_always_on',
+    doc: 'which traces are kept',
+    more: "under a `parentbased_…` sampler, a request that arrives with a `traceparent` follows its caller's decision",
+    reading: choice(TRACE_SAMPLERS, { trim: true, caseless: true }),
+  },
+  ratio: {
+    names: ['OTEL_TRACES_SAMPLER_ARG'],
+    default: '1',
+    doc: 'the ratio of the `traceidratio` samplers, from 0 to 1 (`0.1`: one trace in ten)',
+    more: 'not read under the other samplers',
+    reading: ratio(),
+  },
+  scheduleDelayMs: {
+    names: ['OTEL_BSP_SCHEDULE_DELAY'],
+    default: '5000',
+    doc: 'milliseconds a finished span may wait before it is sent',
+    reading: whole(1, 600_000),
+  },
+  maxQueueSize: {
+    names: ['OTEL_BSP_MAX_QUEUE_SIZE'],
+    default: '2048',
+    doc: 'finished spans waiting to be sent at most',
+    more: 'more are dropped',
+    reading: whole(1, 1_000_000),
+  },
+} as const satisfies Record<string, TracingVariable>;
+
+const TRACING_NAMES: readonly string[] = Object.values(TRACING).flatMap(({ names }) => names);
 
 /**
- * `name=value` pairs separated by commas, values percent-encoded (OTEL_EXPORTER_OTLP_HEADERS,
- * OTEL_RESOURCE_ATTRIBUTES). A problem names the variable and the entry's place, never its value:
- * headers carry the collector's credentials.
+ * Tracing, from OpenTelemetry's variables. It is on when an exporter is configured:
+ * OTEL_TRACES_EXPORTER=otlp, or an OTLP endpoint; OTEL_TRACES_EXPORTER=none and
+ * OTEL_SDK_DISABLED=true turn it off. The rest is checked only when tracing is on: a value the
+ * server does not use stops nothing.
  */
-function parsePairs(name: string, raw: string | undefined, problems: string[]): Record<string, string> {
-  const pairs: Record<string, string> = {};
-  if (raw === undefined || raw.trim() === '') return pairs;
-  const entries = raw.split(',');
-  for (const [index, entry] of entries.entries()) {
-    const equals = entry.indexOf('=');
-    const key = equals <= 0 ? '' : entry.slice(0, equals).trim();
-    let value: string | null = null;
-    try {
-      value = equals <= 0 ? null : decodeURIComponent(entry.slice(equals + 1).trim());
-    } catch {
-      value = null;
-    }
-    if (key === '' || value === null) {
-      problems.push(
-        `${name} must be comma-separated name=value pairs, values percent-encoded (entry ${index + 1} of ${entries.length} is not)`,
-      );
-      return {};
-    }
-    pairs[key] = value;
-  }
-  return pairs;
-}
-
-/** A whole number of milliseconds or items from `min` to `max`, or the default when unset. */
-function parseWholeNumber(
-  name: string,
-  raw: string | undefined,
-  { fallback, min, max }: { fallback: number; min: number; max: number },
-  problems: string[],
-): number {
-  if (raw === undefined || raw === '') return fallback;
-  const value = /^\d{1,9}$/.test(raw) ? Number(raw) : Number.NaN;
-  if (!(value >= min && value <= max)) {
-    problems.push(`${name} must be a whole number from ${min} to ${max}, e.g. ${fallback} (got "${raw}")`);
-    return fallback;
-  }
-  return value;
-}
-
-/** OpenTelemetry's own variables that the server reads (tracing is configured by them alone). */
-const OTEL_VARIABLES = [
-  'OTEL_SDK_DISABLED',
-  'OTEL_TRACES_EXPORTER',
-  'OTEL_EXPORTER_OTLP_ENDPOINT',
-  'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
-  'OTEL_EXPORTER_OTLP_PROTOCOL',
-  'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL',
-  'OTEL_EXPORTER_OTLP_HEADERS',
-  'OTEL_EXPORTER_OTLP_TRACES_HEADERS',
-  'OTEL_EXPORTER_OTLP_TIMEOUT',
-  'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT',
-  'OTEL_SERVICE_NAME',
-  'OTEL_RESOURCE_ATTRIBUTES',
-  'OTEL_TRACES_SAMPLER',
-  'OTEL_TRACES_SAMPLER_ARG',
-  'OTEL_BSP_SCHEDULE_DELAY',
-  'OTEL_BSP_MAX_QUEUE_SIZE',
-] as const;
-
-/**
- * OpenTelemetry's standard variables, as far as this server uses them. Tracing is on when an
- * exporter is configured: OTEL_TRACES_EXPORTER=otlp, or an OTLP endpoint; OTEL_TRACES_EXPORTER=none
- * and OTEL_SDK_DISABLED=true turn it off. The rest is checked only when tracing is on: a value the
- * server does not use stops nothing. Every variable is read in any case (`CONFIG_VARIABLES`).
- */
-function parseTracing(env: NodeJS.ProcessEnv, problems: string[]): TracingSettings | null {
-  const vars: Record<string, string | undefined> = Object.fromEntries(
-    OTEL_VARIABLES.map((name) => [name, env[name]]),
-  );
-
-  const disabled = (vars.OTEL_SDK_DISABLED ?? '').trim().toLowerCase();
-  if (disabled !== '' && disabled !== 'true' && disabled !== 'false') {
-    problems.push(`OTEL_SDK_DISABLED must be true or false (got "${vars.OTEL_SDK_DISABLED}")`);
-    return null;
-  }
-  const exporter = (vars.OTEL_TRACES_EXPORTER ?? '').trim().toLowerCase();
-  if (exporter !== '' && exporter !== 'otlp' && exporter !== 'none') {
-    problems.push(
-      `OTEL_TRACES_EXPORTER must be otlp or none (got "${vars.OTEL_TRACES_EXPORTER}"): this server exports traces by OTLP/HTTP only`,
-    );
-    return null;
-  }
-  const specific = firstSet(vars, ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT']);
-  const base = firstSet(vars, ['OTEL_EXPORTER_OTLP_ENDPOINT']);
-  if (disabled === 'true' || exporter === 'none') return null;
-  if (exporter !== 'otlp' && specific === undefined && base === undefined) return null;
+function readTracing(env: NodeJS.ProcessEnv, problems: string[]): TracingSettings | null {
+  // Every variable is read, on or off: CONFIG_VARIABLES names them all.
+  const raw = new Map(TRACING_NAMES.map((name) => [name, env[name]]));
+  /** Which of its names is set, the `…_TRACES_…` form first. */
+  const setName = ({ names, reading }: TracingVariable) =>
+    names.findLast((name) => isSet(reading, raw.get(name)));
+  /** Its value under `name` when set there, and good. */
+  const at = <T>(
+    { default: fallback, reading }: { default: string | null; reading: Reader<T> },
+    name?: string,
+  ) => {
+    const text = name === undefined ? undefined : raw.get(name);
+    return name !== undefined && isSet(reading, text)
+      ? reading.read(text, { name, default: fallback }, problems)
+      : undefined;
+  };
+  const given = <T>(variable: TracingVariable<T>) => at(variable, setName(variable));
+  const fallback = <T>({ names, default: text, reading }: TracingVariable<T> & { default: string }) =>
+    readDefault(reading, names[0], text);
+  const value = <T>(variable: TracingVariable<T> & { default: string }) =>
+    given(variable) ?? fallback(variable);
 
   const before = problems.length;
-  // The traces endpoint is used as given; the general one is a base that `/v1/traces` is added to.
-  let endpoint = 'http://localhost:4318/v1/traces';
-  if (specific !== undefined) {
-    endpoint = parseUrl(specific.name, specific.value, ['http:', 'https:'], problems);
-  } else if (base !== undefined) {
-    endpoint = `${parseUrl(base.name, base.value, ['http:', 'https:'], problems).replace(/\/+$/, '')}/v1/traces`;
-  }
-
-  const protocolSetting = firstSet(vars, [
-    'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL',
-    'OTEL_EXPORTER_OTLP_PROTOCOL',
-  ]);
-  const protocol = (protocolSetting?.value.trim() ?? 'http/protobuf') as TracingSettings['protocol'];
-  if (protocolSetting !== undefined && !OTLP_PROTOCOLS.includes(protocol)) {
-    problems.push(
-      `${protocolSetting.name} must be http/protobuf or http/json (got "${protocolSetting.value}")` +
-        (protocolSetting.value.trim() === 'grpc' ? ': this server exports by OTLP/HTTP only' : ''),
-    );
-  }
-
-  const headers = {
-    ...parsePairs('OTEL_EXPORTER_OTLP_HEADERS', vars.OTEL_EXPORTER_OTLP_HEADERS, problems),
-    ...parsePairs('OTEL_EXPORTER_OTLP_TRACES_HEADERS', vars.OTEL_EXPORTER_OTLP_TRACES_HEADERS, problems),
-  };
-  const timeoutSetting = firstSet(vars, ['OTEL_EXPORTER_OTLP_TRACES_TIMEOUT', 'OTEL_EXPORTER_OTLP_TIMEOUT']);
-  const timeoutMs = parseWholeNumber(
-    timeoutSetting?.name ?? 'OTEL_EXPORTER_OTLP_TIMEOUT',
-    timeoutSetting?.value,
-    { fallback: 10_000, min: 1, max: 600_000 },
-    problems,
-  );
-
-  const resource = parsePairs('OTEL_RESOURCE_ATTRIBUTES', vars.OTEL_RESOURCE_ATTRIBUTES, problems);
-  const serviceName = (vars.OTEL_SERVICE_NAME ?? '').trim();
-  resource['service.name'] =
-    serviceName !== '' ? serviceName : (resource['service.name'] ?? DEFAULT_SERVICE_NAME);
-
-  const samplerSetting = (vars.OTEL_TRACES_SAMPLER ?? '').trim().toLowerCase();
-  const sampler = (samplerSetting === '' ? 'parentbased_always_on' : samplerSetting) as TraceSampler;
-  if (!TRACE_SAMPLERS.includes(sampler)) {
-    problems.push(
-      `OTEL_TRACES_SAMPLER must be one of ${TRACE_SAMPLERS.join(', ')} (got "${vars.OTEL_TRACES_SAMPLER}")`,
-    );
-  }
-  let ratio = 1;
-  const ratioSetting = (vars.OTEL_TRACES_SAMPLER_ARG ?? '').trim();
-  if (sampler.endsWith('traceidratio') && ratioSetting !== '') {
-    ratio = /^(0(\.\d+)?|1(\.0+)?|\.\d+)$/.test(ratioSetting) ? Number(ratioSetting) : Number.NaN;
-    if (Number.isNaN(ratio)) {
-      problems.push(
-        `OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1, e.g. 0.1 (got "${vars.OTEL_TRACES_SAMPLER_ARG}")`,
-      );
-    }
-  }
-
-  const scheduleDelayMs = parseWholeNumber(
-    'OTEL_BSP_SCHEDULE_DELAY',
-    vars.OTEL_BSP_SCHEDULE_DELAY,
-    { fallback: 5000, min: 1, max: 600_000 },
-    problems,
-  );
-  const maxQueueSize = parseWholeNumber(
-    'OTEL_BSP_MAX_QUEUE_SIZE',
-    vars.OTEL_BSP_MAX_QUEUE_SIZE,
-    { fallback: 2048, min: 1, max: 1_000_000 },
-    problems,
-  );
+  const disabled = value(TRACING.disabled);
   if (problems.length > before) return null;
+  const exporter = given(TRACING.exporter);
+  if (problems.length > before) return null;
+  if (disabled === 'true' || exporter === 'none') return null;
+  const tracesEndpoint = setName(TRACING.tracesEndpoint);
+  if (exporter !== 'otlp' && tracesEndpoint === undefined && setName(TRACING.endpoint) === undefined)
+    return null;
+
+  // The traces endpoint is used as given; the general one is a base that `/v1/traces` is added to.
+  const endpoint =
+    tracesEndpoint === undefined
+      ? `${value(TRACING.endpoint)}/v1/traces`
+      : at(TRACING.tracesEndpoint, tracesEndpoint);
+  const protocol = value(TRACING.protocol);
+  // Both forms, merged: the traces form wins for a name in both.
+  const [general, traces] = TRACING.headers.names;
+  const headers = { ...at(TRACING.headers, general), ...at(TRACING.headers, traces) };
+  const timeoutMs = value(TRACING.timeoutMs);
+  const attributes = given(TRACING.resource) ?? {};
+  const resource = {
+    ...attributes,
+    'service.name': given(TRACING.serviceName) ?? attributes['service.name'] ?? DEFAULT_SERVICE_NAME,
+  };
+  const sampler = value(TRACING.sampler);
+  const ratio = sampler.endsWith('traceidratio') ? value(TRACING.ratio) : fallback(TRACING.ratio);
+  const scheduleDelayMs = value(TRACING.scheduleDelayMs);
+  const maxQueueSize = value(TRACING.maxQueueSize);
+  if (problems.length > before || endpoint === undefined) return null;
   return { endpoint, protocol, headers, timeoutMs, resource, sampler, ratio, scheduleDelayMs, maxQueueSize };
 }
 
-/**
- * How the loader reads a variable, with its bounds: the loader, the README's configuration table
- * (`scripts/config-table.ts`) and `safety-api serve --help` take them from here.
- */
-type Reading =
-  | { kind: 'port'; lowest: number }
-  | { kind: 'number'; min: number; max: number; unit: string }
-  | { kind: 'boolean' }
-  | { kind: 'choice'; values: readonly string[] }
-  /** Read by a parser of its own below (a URL, a key, a list). */
-  | { kind: 'text' }
-  /** A family of variables, one row in the table (OpenTelemetry's). */
-  | { kind: 'family'; names: readonly string[] };
-
-/** One environment variable of the server and the CLI, declared once. */
-export interface EnvironmentVariable {
-  /** Its default as an operator writes it; `null`: unset. */
-  default: string | null;
-  /** One line: what it sets (`serve --help` shows this line; the README adds `more`). */
-  doc: string;
-  more?: string;
-  reading: Reading;
+/** The family of OpenTelemetry's variables: one row in the README, read together. */
+interface Family<T> {
+  kind: 'family';
+  variables: Record<string, TracingVariable>;
+  readFrom: (env: NodeJS.ProcessEnv, problems: string[]) => T;
 }
 
-/** Every variable the configuration reads, in the README's order (`CONFIG_VARIABLES` lists OTEL_* one by one). */
+/** One environment variable of the server and the CLI (or a family of them), declared once. */
+export interface EnvironmentVariable {
+  /** The field of `Config` that holds its value. */
+  field: string;
+  /** Its default as an operator writes it; `null`: unset. */
+  default: string | null;
+  /** One line: what it sets (`serve --help` shows this line; the README adds its bounds and `more`). */
+  doc: string;
+  more?: string;
+  reading: Reading | Family<unknown>;
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/**
+ * Every variable the configuration reads, in the README's order, which is the order they are read
+ * in and their problems reported in: a rule (`RULES`) reads only variables declared before its own.
+ */
 export const ENVIRONMENT = {
-  PORT: { default: '8080', doc: 'TCP port', reading: { kind: 'port', lowest: 0 } },
-  HOST: { default: '0.0.0.0', doc: 'interface to listen on', reading: { kind: 'text' } },
-  BASE_URL: {
-    default: 'http://localhost:$PORT',
-    doc: 'public origin (`http(s)://…`, no path); the OAuth issuer and secure cookies derive from it',
-    reading: { kind: 'text' },
-  },
-  DATABASE_URL: {
-    default: DEFAULT_DATABASE_URL,
-    doc: '`sqlite:PATH` (embedded, WAL) or `postgres://…`',
-    reading: { kind: 'text' },
-  },
-  MIGRATION_DATABASE_URL: {
-    default: 'DATABASE_URL',
-    doc: 'PostgreSQL only: where migrations run, when `DATABASE_URL` goes through a transaction-mode pooler',
-    more: 'the same database reached directly or through a session-mode pool ([docs/operations.md](docs/operations.md#postgresql-connection-pooling))',
-    reading: { kind: 'text' },
-  },
-  MIGRATE_ON_START: {
-    default: 'true',
-    doc: '`serve` applies pending migrations before it listens',
-    more: '`false`: it applies none, and a pending migration stops it with one line naming `safety-api migrate` (run it first, with the new release: [docs/deployment.md](docs/deployment.md#upgrades))',
-    reading: { kind: 'boolean' },
-  },
-  REDIS_URL: {
-    default: null,
-    doc: '`redis://…` or `rediss://…`: rate-limit counts shared by every instance',
-    more: "`redis+sentinel://[[user]:password@]host:port,host:port,…/master-name[?db=N]`: the same through the primary the Sentinels name (port 26379 by default; the password is the primary's and replicas', the Sentinels are asked without one), followed to the replica they promote; unset: counted in process memory",
-    reading: { kind: 'text' },
-  },
-  LOG_LEVEL: { default: 'info', doc: 'how much is logged', reading: { kind: 'choice', values: LOG_LEVELS } },
-  OAUTH_JWKS: {
-    default: null,
-    doc: 'private JWK set signing OAuth tokens; unset: generated once and kept in the database',
-    reading: { kind: 'text' },
-  },
-  OAUTH_COOKIE_KEYS: {
-    default: null,
-    doc: 'comma-separated secrets (≥ 32 characters) signing OAuth cookies; unset: generated once and kept',
-    reading: { kind: 'text' },
-  },
-  TRUST_PROXY: {
-    default: null,
-    doc: 'comma-separated addresses or CIDRs of load balancers whose `X-Forwarded-For` is believed',
-    more: "unset: the connection's address is the client's",
-    reading: { kind: 'text' },
-  },
+  PORT: { field: 'port', default: '8080', doc: 'TCP port', reading: port(0) },
+  HOST: { field: 'host', default: '0.0.0.0', doc: 'interface to listen on', reading: text() },
   METRICS_PORT: {
+    field: 'metricsPort',
     default: null,
     doc: 'serve `/metrics` on this port only, not on `PORT`',
     more: 'unset: `/metrics` is on `PORT`',
-    reading: { kind: 'port', lowest: 1 },
+    // Not 0: a port picked at random is one no scraper could be told in advance.
+    reading: port(1),
   },
   METRICS_HOST: {
+    field: 'metricsHost',
+    // Metrics tell how busy the service is and which routes exist: loopback unless the operator
+    // chooses an address a scraper elsewhere can reach.
     default: '127.0.0.1',
     doc: 'interface of the metrics listener (with `METRICS_PORT`)',
-    reading: { kind: 'text' },
+    reading: text(),
+  },
+  BASE_URL: {
+    field: 'baseUrl',
+    default: 'http://localhost:$PORT',
+    doc: 'public origin (`http(s)://…`, no path); the OAuth issuer and secure cookies derive from it',
+    reading: url(HTTP, { withoutTrailingSlash: true }),
+  },
+  DATABASE_URL: {
+    field: 'databaseUrl',
+    default: DEFAULT_DATABASE_URL,
+    doc: '`sqlite:PATH` (embedded, WAL) or `postgres://…`',
+    reading: own(readDatabaseUrl),
+  },
+  MIGRATION_DATABASE_URL: {
+    field: 'migrationDatabaseUrl',
+    default: 'DATABASE_URL',
+    doc: 'PostgreSQL only: where migrations run, when `DATABASE_URL` goes through a transaction-mode pooler',
+    more: 'the same database reached directly or through a session-mode pool ([docs/operations.md](docs/operations.md#postgresql-connection-pooling))',
+    reading: url(['postgres:', 'postgresql:']),
+  },
+  MIGRATE_ON_START: {
+    field: 'migrateOnStart',
+    default: 'true',
+    doc: '`serve` applies pending migrations before it listens',
+    more: '`false`: it applies none, and a pending migration stops it with one line naming `safety-api migrate` (run it first, with the new release: [docs/deployment.md](docs/deployment.md#upgrades))',
+    reading: boolean(),
+  },
+  REDIS_URL: {
+    field: 'redisUrl',
+    default: null,
+    doc: '`redis://…` or `rediss://…`: rate-limit counts shared by every instance',
+    more: "`redis+sentinel://[[user]:password@]host:port,host:port,…/master-name[?db=N]`: the same through the primary the Sentinels name (port 26379 by default; the password is the primary's and replicas', the Sentinels are asked without one), followed to the replica they promote; unset: counted in process memory",
+    // As given (`parseRedisUrl` reads it again where the connection is made).
+    reading: own(readRedisUrl),
+  },
+  LOG_LEVEL: { field: 'logLevel', default: 'info', doc: 'how much is logged', reading: choice(LOG_LEVELS) },
+  OAUTH_JWKS: {
+    field: 'oauthJwks',
+    default: null,
+    doc: 'private JWK set signing OAuth tokens; unset: generated once and kept in the database',
+    reading: own(readJwks),
+  },
+  OAUTH_COOKIE_KEYS: {
+    field: 'oauthCookieKeys',
+    default: null,
+    doc: 'comma-separated secrets (≥ 32 characters) signing OAuth cookies, newest first; unset: generated once and kept',
+    reading: own(readCookieKeys),
+  },
+  TRUST_PROXY: {
+    field: 'trustProxy',
+    default: null,
+    doc: 'comma-separated addresses or CIDRs of load balancers whose `X-Forwarded-For` is believed',
+    more: "unset: the connection's address is the client's",
+    reading: { kind: 'text', trim: true, read: readAddresses, empty: (): string[] => [] },
   },
   CHANGES_RETENTION_DAYS: {
+    field: 'changesRetentionDays',
     default: String(DEFAULT_CHANGES_RETENTION_DAYS),
+    // Fractions allowed, so that tests can use seconds.
     doc: 'days a deletion stays in the changes feed and a feed cursor stays valid (a number > 0)',
-    reading: { kind: 'text' },
+    reading: own(readRetentionDays),
   },
   WEBHOOKS_ALLOW_PRIVATE: {
+    field: 'webhooksAllowPrivate',
     default: 'false',
     doc: '`true` lets webhook endpoints be `http://` and on private addresses: tests and development only',
     more: 'a warning is logged at start',
-    reading: { kind: 'boolean' },
+    reading: boolean(),
   },
   WEBHOOK_TIMEOUT_MS: {
+    field: 'webhookTimeoutMs',
     default: '10000',
     doc: 'how long a receiver may take to answer a webhook delivery, from its connection; getting the connection is bounded by the same time',
-    reading: { kind: 'number', min: 100, max: 60_000, unit: 'milliseconds' },
+    reading: number({ min: 100, max: 60_000, unit: 'milliseconds', rounded: true }),
   },
   WEBHOOK_DISABLE_AFTER_HOURS: {
+    field: 'webhookDisableAfterHours',
     default: '72',
     doc: 'an endpoint failing this long is disabled, with the reason',
-    reading: { kind: 'number', min: 0.0001, max: 8760, unit: 'hours' },
+    reading: number({ min: 0.0001, max: 8760, unit: 'hours' }),
   },
   WEBHOOK_LEASE_SECONDS: {
+    field: 'webhookLeaseSeconds',
     default: '30',
     doc: "how long an instance's claim on an endpoint lasts unless renewed: another instance takes over this long after its holder died",
     more: 'at least twice `WEBHOOK_TIMEOUT_MS`, or the server refuses to start',
-    reading: { kind: 'number', min: 1, max: 3600, unit: 'seconds' },
+    reading: number({ min: 1, max: 3600, unit: 'seconds' }),
   },
   WEBHOOK_SECRETS_KEY: {
+    field: 'webhookSecretsKey',
     default: null,
     doc: '32 bytes (base64) that encrypt webhook signing secrets at rest; unset: a key generated once and kept in the database',
     more: 'set it before the first endpoint is created',
-    reading: { kind: 'text' },
+    reading: own(readSecretsKey),
   },
   CACHE_MAX_MB: {
+    field: 'cacheMaxMb',
     default: String(DEFAULT_CACHE_MAX_MB),
     doc: "MiB that the server's in-process caches may hold together, each its share in bytes",
     more: "response bodies ½, SQLite's page cache ¼, rank maps ⅛, key rows 1/16, rate-limit windows and prepared SQLite statements 1/64 each",
-    reading: { kind: 'number', min: MIN_CACHE_MAX_MB, max: 65_536, unit: 'MiB' },
+    reading: number({ min: MIN_CACHE_MAX_MB, max: 65_536, unit: 'MiB' }),
   },
   'OTEL_*': {
+    field: 'tracing',
     default: null,
     doc: 'OpenTelemetry traces by OTLP/HTTP (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_TRACES_SAMPLER`, …); off unless an exporter is configured',
     more: 'see [docs/deployment.md](docs/deployment.md#tracing)',
-    reading: { kind: 'family', names: OTEL_VARIABLES },
+    // Off: `null`, and nothing of the tracing code is loaded (src/telemetry/).
+    reading: { kind: 'family', variables: TRACING, readFrom: readTracing },
   },
 } as const satisfies Record<string, EnvironmentVariable>;
 
 type Declared = typeof ENVIRONMENT;
-type NamesOf<Kind> = {
-  [N in keyof Declared]: Declared[N]['reading'] extends { kind: Kind } ? N : never;
-}[keyof Declared];
+type VariableName = keyof Declared;
+/** What a reading gives for a set variable. */
+type ReadValue<R> = R extends Family<infer T> ? T : R extends { read: Read<infer T> } ? T : never;
+/** What an unset variable without a default holds: `null`, unless its reading says. */
+type EmptyValue<R> = R extends { empty: () => infer E } ? E : null;
+type Value<N extends VariableName> = Declared[N]['default'] extends null
+  ? ReadValue<Declared[N]['reading']> | EmptyValue<Declared[N]['reading']>
+  : ReadValue<Declared[N]['reading']>;
 
-/** A port variable, within its declared bounds; its default when unset (`null`: none). */
-function readPort(env: NodeJS.ProcessEnv, name: NamesOf<'port'>, problems: string[]): number | null {
-  const { default: fallback, reading } = ENVIRONMENT[name];
-  const raw = env[name];
-  const unset = fallback === null ? null : Number(fallback);
-  if (raw === undefined || raw === '') return unset;
-  return parsePort(name, raw, reading.lowest, problems) ?? unset;
+/** The settings of a process: a field per declared variable, of the type its reading gives. */
+export type Config = { -readonly [N in VariableName as Declared[N]['field']]: Value<N> };
+
+/** What a rule is told: the values of the variables declared before its own, and which of them are set. */
+interface Earlier {
+  value: <N extends VariableName>(name: N) => Value<N>;
+  isSet: (name: Exclude<VariableName, 'OTEL_*'>) => boolean;
 }
 
-/** A number variable (fractions allowed), within its declared bounds; its default when unset. */
-function readNumber(env: NodeJS.ProcessEnv, name: NamesOf<'number'>, problems: string[]): number {
-  const { default: fallback, reading } = ENVIRONMENT[name];
-  return parseNumber(name, env[name], { ...reading, fallback: Number(fallback) }, problems);
+/** How a variable depends on others declared before it. */
+interface Rule<N extends VariableName> {
+  /** Its value when unset (its declared `default` says it in words). */
+  unset?: (earlier: Earlier) => Value<N>;
+  /** Why it may not be set, given the others: it is then not read. */
+  refuse?: (earlier: Earlier) => string | undefined;
+  /** What is wrong with its value (read, or its default) against the others'. */
+  check?: (earlier: Earlier) => string | undefined;
 }
 
-/** A true/false variable; its default when unset. */
-function readBoolean(env: NodeJS.ProcessEnv, name: NamesOf<'boolean'>, problems: string[]): boolean {
-  return parseBoolean(name, env[name], problems, ENVIRONMENT[name].default === 'true');
-}
+/** The rules between variables: each runs when its variable is read, and reports beside it. */
+const RULES: { [N in VariableName]?: Rule<N> } = {
+  METRICS_PORT: {
+    check: ({ value }) => {
+      const metricsPort = value('METRICS_PORT');
+      return metricsPort !== null && metricsPort === value('PORT')
+        ? `METRICS_PORT must differ from PORT (both are ${metricsPort})`
+        : undefined;
+    },
+  },
+  METRICS_HOST: {
+    refuse: ({ isSet }) =>
+      isSet('METRICS_PORT')
+        ? undefined
+        : 'METRICS_HOST needs METRICS_PORT: without it /metrics is served on the main port',
+  },
+  BASE_URL: { unset: ({ value }) => `http://localhost:${value('PORT')}` },
+  MIGRATION_DATABASE_URL: {
+    refuse: ({ value }) =>
+      value('DATABASE_URL').startsWith('sqlite:')
+        ? 'MIGRATION_DATABASE_URL is for PostgreSQL only: DATABASE_URL is a SQLite file'
+        : undefined,
+    unset: ({ value }) => value('DATABASE_URL'),
+  },
+  WEBHOOK_LEASE_SECONDS: {
+    // A POST must end before the lease that allows it can run out, with a renewal in between.
+    check: ({ value }) => {
+      const [lease, timeout] = [value('WEBHOOK_LEASE_SECONDS'), value('WEBHOOK_TIMEOUT_MS')];
+      return lease * 1000 < 2 * timeout
+        ? `WEBHOOK_LEASE_SECONDS must be at least twice WEBHOOK_TIMEOUT_MS (${lease} s against ${timeout} ms)`
+        : undefined;
+    },
+  },
+};
 
-/** A text variable as given, or its declared default when unset. */
-function readText(env: NodeJS.ProcessEnv, name: 'HOST' | 'METRICS_HOST'): string {
-  const raw = env[name];
-  return raw === undefined || raw === '' ? ENVIRONMENT[name].default : raw;
-}
+// The declared names, in their order (the guard only tells TypeScript what `Object.keys` returns).
+const NAMES = Object.keys(ENVIRONMENT).filter((name): name is VariableName => name in ENVIRONMENT);
 
 /**
  * Every environment variable `loadConfig` reads: what a deployment may set. The deployment files
  * (compose.yaml, deploy/kubernetes) are checked against it (test/deploy), and it against this loader.
  */
-export const CONFIG_VARIABLES: readonly string[] = Object.entries(ENVIRONMENT).flatMap(([name, variable]) =>
-  variable.reading.kind === 'family' ? variable.reading.names : [name],
-);
+export const CONFIG_VARIABLES: readonly string[] = NAMES.flatMap((name) => {
+  const { reading }: EnvironmentVariable = ENVIRONMENT[name];
+  return reading.kind === 'family' ? Object.values(reading.variables).flatMap(({ names }) => names) : [name];
+});
+
+/** One variable's value: read when set (unless a rule refuses it), else (or when bad) what it takes unset. */
+function readVariable(
+  name: VariableName,
+  env: NodeJS.ProcessEnv,
+  problems: string[],
+  earlier: Earlier,
+): unknown {
+  const { default: fallback, reading }: EnvironmentVariable = ENVIRONMENT[name];
+  if (reading.kind === 'family') return reading.readFrom(env, problems);
+  const rule = RULES[name];
+  const raw = env[name];
+  if (isSet(reading, raw)) {
+    const refused = rule?.refuse?.(earlier);
+    if (refused !== undefined) problems.push(refused);
+    const value =
+      refused === undefined ? reading.read(raw, { name, default: fallback }, problems) : undefined;
+    if (value !== undefined) return value;
+  }
+  if (rule?.unset !== undefined) return rule.unset(earlier);
+  if (fallback === null) return reading.empty === undefined ? null : reading.empty();
+  return readDefault(reading, name, fallback);
+}
 
 /** Reads and validates the environment; throws one ConfigError listing every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const problems: string[] = [];
-  const port = readPort(env, 'PORT', problems) ?? Number(ENVIRONMENT.PORT.default);
-  const host = readText(env, 'HOST');
-
-  // Not 0 (its lowest is 1): a port picked at random is one no scraper could be told in advance.
-  const metricsPort = readPort(env, 'METRICS_PORT', problems);
-  if (metricsPort !== null && metricsPort === port)
-    problems.push(`METRICS_PORT must differ from PORT (both are ${port})`);
-  // Metrics tell how busy the service is and which routes exist: loopback unless the operator
-  // chooses an address a scraper elsewhere can reach.
-  const metricsHost = readText(env, 'METRICS_HOST');
-  if ((env.METRICS_PORT ?? '') === '' && (env.METRICS_HOST ?? '') !== '') {
-    problems.push('METRICS_HOST needs METRICS_PORT: without it /metrics is served on the main port');
-  }
-
-  let baseUrl = `http://localhost:${port}`;
-  if (env.BASE_URL !== undefined && env.BASE_URL !== '') {
-    baseUrl = parseUrl('BASE_URL', env.BASE_URL, ['http:', 'https:'], problems).replace(/\/+$/, '');
-  }
-
-  const databaseUrl = parseDatabaseUrl(env.DATABASE_URL, problems);
-  let migrationDatabaseUrl = databaseUrl;
-  if (env.MIGRATION_DATABASE_URL !== undefined && env.MIGRATION_DATABASE_URL !== '') {
-    if (databaseUrl.startsWith('sqlite:')) {
-      problems.push('MIGRATION_DATABASE_URL is for PostgreSQL only: DATABASE_URL is a SQLite file');
-    } else {
-      migrationDatabaseUrl = parseUrl(
-        'MIGRATION_DATABASE_URL',
-        env.MIGRATION_DATABASE_URL,
-        ['postgres:', 'postgresql:'],
-        problems,
-      );
-    }
-  }
-
-  const migrateOnStart = readBoolean(env, 'MIGRATE_ON_START', problems);
-
-  let redisUrl: string | null = null;
-  if (env.REDIS_URL !== undefined && env.REDIS_URL !== '') {
-    parseRedisUrl(env.REDIS_URL, problems);
-    redisUrl = env.REDIS_URL;
-  }
-
-  let logLevel: LogLevel = ENVIRONMENT.LOG_LEVEL.default;
-  if (env.LOG_LEVEL !== undefined && env.LOG_LEVEL !== '') {
-    const given = LOG_LEVELS.find((level) => level === env.LOG_LEVEL);
-    if (given !== undefined) logLevel = given;
-    else problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${env.LOG_LEVEL}")`);
-  }
-
-  const oauthJwks = parseOauthJwks(env.OAUTH_JWKS, problems);
-  const oauthCookieKeys = parseOauthCookieKeys(env.OAUTH_COOKIE_KEYS, problems);
-  const trustProxy = parseTrustProxy(env.TRUST_PROXY, problems);
-  const changesRetentionDays = parseRetentionDays(env.CHANGES_RETENTION_DAYS, problems);
-  const webhooksAllowPrivate = readBoolean(env, 'WEBHOOKS_ALLOW_PRIVATE', problems);
-  const webhookTimeoutMs = Math.round(readNumber(env, 'WEBHOOK_TIMEOUT_MS', problems));
-  const webhookDisableAfterHours = readNumber(env, 'WEBHOOK_DISABLE_AFTER_HOURS', problems);
-  const webhookLeaseSeconds = readNumber(env, 'WEBHOOK_LEASE_SECONDS', problems);
-  const webhookSecretsKey = parseSecretsKey(env.WEBHOOK_SECRETS_KEY, problems);
-  const cacheMaxMb = readNumber(env, 'CACHE_MAX_MB', problems);
-  const tracing = parseTracing(env, problems);
-  // A POST must end before the lease that allows it can run out, with a renewal in between.
-  if (webhookLeaseSeconds * 1000 < 2 * webhookTimeoutMs) {
-    problems.push(
-      `WEBHOOK_LEASE_SECONDS must be at least twice WEBHOOK_TIMEOUT_MS (${webhookLeaseSeconds} s against ${webhookTimeoutMs} ms)`,
-    );
-  }
-
-  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
-  return {
-    port,
-    host,
-    baseUrl,
-    databaseUrl,
-    migrationDatabaseUrl,
-    migrateOnStart,
-    redisUrl,
-    logLevel,
-    oauthJwks,
-    oauthCookieKeys,
-    trustProxy,
-    metricsPort,
-    metricsHost,
-    changesRetentionDays,
-    webhooksAllowPrivate,
-    webhookTimeoutMs,
-    webhookDisableAfterHours,
-    webhookLeaseSeconds,
-    webhookSecretsKey,
-    cacheMaxMb,
-    tracing,
+  const values = new Map<VariableName, unknown>();
+  const earlier: Earlier = {
+    value: <N extends VariableName>(name: N) => {
+      if (!values.has(name)) throw new Error(`a rule asks for ${name}, which is declared after it`);
+      // What `readVariable` made of N's declaration, whose reading is what `Value<N>` derives from.
+      return values.get(name) as Value<N>;
+    },
+    isSet: (name) => isSet(ENVIRONMENT[name].reading, env[name]),
   };
+  for (const name of NAMES) {
+    values.set(name, readVariable(name, env, problems, earlier));
+    const wrong = RULES[name]?.check?.(earlier);
+    if (wrong !== undefined) problems.push(wrong);
+  }
+  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  // Each field holds what its variable's declaration gave, which is what `Config` derives its types from.
+  return Object.fromEntries(NAMES.map((name) => [ENVIRONMENT[name].field, values.get(name)])) as Config;
 }
