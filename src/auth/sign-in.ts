@@ -39,25 +39,6 @@ export interface SignInAttempt {
 
 type Taken = { ok: true } | { ok: false; msBeforeNext: number };
 
-function limiter(redis: Redis | null, keyPrefix: string, points: number): RateLimiterAbstract {
-  const memory = (prefix: string) =>
-    new RateLimiterMemory({ keyPrefix: prefix, points, duration: WINDOW_SECONDS });
-  if (redis === null) return memory(keyPrefix);
-  return new RateLimiterRedis({
-    storeClient: redis,
-    keyPrefix: `safety-api:${keyPrefix}`,
-    points,
-    duration: WINDOW_SECONDS,
-    // Redis failing: each instance counts on its own rather than refusing every sign-in.
-    insuranceLimiter: memory(`${keyPrefix}:insurance`),
-  });
-}
-
-const throttled = (msBeforeNext: number): SignInResult => ({
-  outcome: 'throttled',
-  retryAfterSeconds: Math.max(Math.ceil(msBeforeNext / 1000), 1),
-});
-
 /** Takes one point of `key`; a refusal (the allowance is used up) is an answer, not an error. */
 async function take(counter: RateLimiterAbstract, key: string): Promise<Taken> {
   try {
@@ -69,15 +50,69 @@ async function take(counter: RateLimiterAbstract, key: string): Promise<Taken> {
   }
 }
 
+/**
+ * One count of attempts (per email, or per address). This process counts every attempt it sees in
+ * its own memory; with Redis, Redis's count, shared by every instance, decides whenever Redis
+ * answers, and this process's own count decides when it does not (down, frozen, or past its 200 ms
+ * deadline on a busy machine). Counting every attempt here, not only those Redis failed, is what
+ * keeps a burst that Redis answers only in part to 5 checked passwords on an instance: the attempts
+ * Redis answered and those it did not are one count here, in the order they arrived.
+ */
+class AttemptCount {
+  private readonly own: RateLimiterMemory;
+  private readonly shared: RateLimiterRedis | null;
+
+  constructor(redis: Redis | null, keyPrefix: string, points: number) {
+    this.own = new RateLimiterMemory({ keyPrefix, points, duration: WINDOW_SECONDS });
+    this.shared =
+      redis === null
+        ? null
+        : new RateLimiterRedis({
+            storeClient: redis,
+            keyPrefix: `safety-api:${keyPrefix}`,
+            points,
+            duration: WINDOW_SECONDS,
+          });
+  }
+
+  async take(key: string): Promise<Taken> {
+    const own = await take(this.own, key);
+    if (this.shared === null) return own;
+    try {
+      return await take(this.shared, key);
+    } catch {
+      // Redis failing: this process's own count of the key's attempts decides.
+      return own;
+    }
+  }
+
+  /** Gives back the point of an attempt whose password was not checked. */
+  async giveBack(key: string): Promise<void> {
+    await this.own.reward(key, 1);
+    await this.shared?.reward(key, 1).catch(() => {});
+  }
+
+  /** Forgets the key's attempts: a successful sign-in. */
+  async clear(key: string): Promise<void> {
+    await this.own.delete(key);
+    await this.shared?.delete(key).catch(() => {});
+  }
+}
+
+const throttled = (msBeforeNext: number): SignInResult => ({
+  outcome: 'throttled',
+  retryAfterSeconds: Math.max(Math.ceil(msBeforeNext / 1000), 1),
+});
+
 export class SignIn {
   // Unknown emails are checked against this hash too, so the answer time does not tell an
   // attacker which emails have an account. Made once, at the current cost.
   private decoy: Promise<string> | undefined;
 
-  private readonly byEmail: RateLimiterAbstract;
-  private readonly byAddress: RateLimiterAbstract;
+  private readonly byEmail: AttemptCount;
+  private readonly byAddress: AttemptCount;
 
-  private constructor(byEmail: RateLimiterAbstract, byAddress: RateLimiterAbstract) {
+  private constructor(byEmail: AttemptCount, byAddress: AttemptCount) {
     this.byEmail = byEmail;
     this.byAddress = byAddress;
   }
@@ -85,21 +120,21 @@ export class SignIn {
   /** `redis` is the process's shared connection (see src/redis.ts), or `null` to count in memory. */
   static create(redis: Redis | null): SignIn {
     return new SignIn(
-      limiter(redis, 'sign-in-email', ATTEMPTS_PER_EMAIL),
-      limiter(redis, 'sign-in-address', ATTEMPTS_PER_ADDRESS),
+      new AttemptCount(redis, 'sign-in-email', ATTEMPTS_PER_EMAIL),
+      new AttemptCount(redis, 'sign-in-address', ATTEMPTS_PER_ADDRESS),
     );
   }
 
   async attempt(db: Kysely<Database>, input: SignInAttempt): Promise<SignInResult> {
     const emailKey = input.email.trim().toLowerCase();
     // The address first: an attempt it refuses never touches the email's count.
-    const address = await take(this.byAddress, input.address);
+    const address = await this.byAddress.take(input.address);
     if (!address.ok) return throttled(address.msBeforeNext);
-    const email = await take(this.byEmail, emailKey);
+    const email = await this.byEmail.take(emailKey);
     if (!email.ok) {
       // No password is checked, so the address gets its point back: someone retrying a locked
       // email does not also lock everyone behind their address (an office, a NAT).
-      await this.byAddress.reward(input.address, 1);
+      await this.byAddress.giveBack(input.address);
       return throttled(email.msBeforeNext);
     }
 
@@ -113,7 +148,7 @@ export class SignIn {
 
     // A person's earlier typos do not linger, and a successful sign-in is not a guess from the
     // address (an office behind one address signs in many people).
-    await Promise.all([this.byEmail.delete(emailKey), this.byAddress.reward(input.address, 1)]);
+    await Promise.all([this.byEmail.clear(emailKey), this.byAddress.giveBack(input.address)]);
     if (needsRehash(stored)) {
       // Only if the hash is still the one just verified: a password set meanwhile must win.
       await userRepository.replacePasswordHash(db, user.id, stored, await hashPassword(input.password));

@@ -7,6 +7,7 @@ import { openRedis, redisReady } from '../../src/redis.ts';
 import { createTestContext, STORES, seedAccount, type TestContext } from '../helpers.ts';
 import { AdminClient, PASSWORD, seedUser } from '../routes/admin/admin-helpers.ts';
 import { cheapPasswordHash } from './password-fixtures.ts';
+import { startRedis } from '../faults/harness.ts';
 import { type OwnRedis, startOwnRedis } from './redis-server.ts';
 
 const CURRENT_COST = /^scrypt\$131072\$8\$1\$/;
@@ -113,6 +114,36 @@ for (const store of STORES) {
         }
       } finally {
         for (const connection of connections) connection.disconnect();
+      }
+    });
+
+    test('Redis stops answering in the middle of a run of guesses: what it counted and what it missed are one count, 5 passwords checked in all', async () => {
+      // A Redis of this test's own, frozen half-way (SIGSTOP), so the shared one is never touched.
+      const own = await startRedis();
+      const connection = openRedis(own.url);
+      try {
+        assert.equal(await redisReady(connection), true);
+        const signIn = SignIn.create(connection);
+        const user = await seedUser(ctx.db, accountId);
+        const guess = async (i: number) =>
+          (
+            await signIn.attempt(ctx.db, {
+              email: user.email,
+              password: `wrong ${i}`,
+              address: `198.51.100.${i}-${randomUUID().slice(0, 8)}`,
+            })
+          ).outcome;
+        for (let i = 0; i < 3; i += 1)
+          assert.equal(await guess(i), 'incorrect', `guess ${i + 1}, Redis answering`);
+        own.process.kill('SIGSTOP');
+        // Past Redis's deadline the instance's own count decides, and it has seen the first three.
+        const outcomes: string[] = [];
+        for (let i = 3; i < 8; i += 1) outcomes.push(await guess(i));
+        assert.deepEqual(outcomes, ['incorrect', 'incorrect', 'throttled', 'throttled', 'throttled']);
+      } finally {
+        own.process.kill('SIGCONT');
+        connection.disconnect();
+        await own.stop();
       }
     });
   });
