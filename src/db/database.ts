@@ -560,6 +560,11 @@ export interface ServerDatabaseOptions {
   onIdleError?: (error: Error) => void;
   /** CACHE_MAX_MB's shares for SQLite (`cacheBudgets`; by default its default's); PostgreSQL keeps no cache here. */
   caches?: SqliteCaches;
+  /**
+   * How long a SQLite statement may keep meeting another process's write lock (STORE_DEADLINE_MS
+   * unless given: a test of what waits for what sets it far above the events it waits for).
+   */
+  sqliteDeadlineMs?: number;
 }
 
 /**
@@ -582,7 +587,7 @@ export function openServerDatabase(databaseUrl: string, options: ServerDatabaseO
       ? openSqlite(
           databaseUrl,
           {
-            deadlineMs: STORE_DEADLINE_MS,
+            deadlineMs: options.sqliteDeadlineMs ?? STORE_DEADLINE_MS,
             onUnavailable: (error, operation) => monitor.report(error, operation),
           },
           options.caches ?? cacheBudgets(DEFAULT_CACHE_MAX_MB),

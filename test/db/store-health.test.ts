@@ -8,6 +8,7 @@ import { type Kysely, sql } from 'kysely';
 import { type DatabaseHandle, openServerDatabase } from '../../src/db/database.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
 import type { Database } from '../../src/db/schema.ts';
+import { until } from '../wait.ts';
 import {
   isStoreUnavailable,
   type MonitorLogger,
@@ -126,10 +127,14 @@ describe('StoreMonitor', () => {
 async function withWriteLockHeld(
   run: (handle: DatabaseHandle, other: SqliteDatabase.Database) => Promise<void>,
   logger: MonitorLogger = { warn: () => {}, info: () => {} },
+  sqliteDeadlineMs?: number,
 ): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'safety-api-driver-'));
   const path = join(dir, 'test.db');
-  const handle = openServerDatabase(`sqlite:${path}`, { logger });
+  const handle = openServerDatabase(`sqlite:${path}`, {
+    logger,
+    ...(sqliteDeadlineMs === undefined ? {} : { sqliteDeadlineMs }),
+  });
   let other: SqliteDatabase.Database | null = null;
   try {
     await migrateToLatest(handle.db);
@@ -151,52 +156,75 @@ const countAccounts = async (db: Kysely<Database>) =>
   (await sql<{ n: number }>`select count(*) as n from accounts`.execute(db)).rows[0]?.n;
 
 describe("the server's SQLite driver", () => {
+  // The lock is released when the test has seen what it waits for, not at a set time: the write's
+  // deadline is set far above those events, so a busy machine cannot turn a wait into a failure.
   test('a transaction waits for another writer asynchronously and succeeds once it is gone; reads go on meanwhile', async () => {
     const lines: string[] = [];
     const logger: MonitorLogger = { warn: (_d, m) => lines.push(m), info: (_d, m) => lines.push(m) };
-    await withWriteLockHeld(async (handle, other) => {
-      setTimeout(() => other.exec('COMMIT'), 500);
-
-      let ticks = 0;
-      const ticker = setInterval(() => {
-        ticks += 1;
-      }, 10);
-      const started = Date.now();
-      const write = handle.db.transaction().execute((trx) => insertAccount(trx));
-      // A read while the transaction is still waiting for BEGIN IMMEDIATE.
-      assert.equal(await countAccounts(handle.db), 0);
-      assert.ok(Date.now() - started < 200, 'the read did not wait for the writer');
-      await write;
-      clearInterval(ticker);
-      const elapsed = Date.now() - started;
-      assert.ok(elapsed >= 400 && elapsed < 2000, `committed after ${elapsed} ms`);
-      // The event loop ran all along: a blocking busy wait would have stopped the ticker.
-      assert.ok(ticks >= 20, `${ticks} ticks`);
-      assert.equal(await countAccounts(handle.db), 1);
-      assert.deepEqual(lines, [], 'a wait within the deadline is no outage');
-    }, logger);
+    await withWriteLockHeld(
+      async (handle, other) => {
+        let ticks = 0;
+        const ticker = setInterval(() => {
+          ticks += 1;
+        }, 10);
+        let committed = false;
+        const write = handle.db
+          .transaction()
+          .execute((trx) => insertAccount(trx))
+          .then(() => {
+            committed = true;
+          });
+        try {
+          // A read while the transaction is still waiting for BEGIN IMMEDIATE: were it queued behind
+          // the writer, it could not answer before the lock is released below.
+          assert.equal(await countAccounts(handle.db), 0);
+          assert.equal(committed, false, 'the read did not wait for the writer');
+          // The event loop runs all along: a blocking busy wait would stop the ticker.
+          await until(() => ticks >= 20, 30_000, '20 ticks of the event loop while the write waits');
+          assert.equal(committed, false, 'the write waits while the other process holds the lock');
+        } finally {
+          clearInterval(ticker);
+        }
+        other.exec('COMMIT');
+        await write;
+        assert.equal(await countAccounts(handle.db), 1);
+        assert.deepEqual(lines, [], 'a wait within the deadline is no outage');
+      },
+      logger,
+      60_000,
+    );
   });
 
   test('a read-only transaction does not wait behind a write transaction that waits for another writer', async () => {
-    await withWriteLockHeld(async (handle, other) => {
-      setTimeout(() => other.exec('COMMIT'), 800);
-
-      const started = Date.now();
-      // Meets the other process's lock at BEGIN IMMEDIATE and keeps trying (as the store monitor's
-      // write probe does after an outage, or an admin panel write during a CLI import).
-      const write = handle.db.transaction().execute((trx) => insertAccount(trx));
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      // A snapshot read (a feed page, an export) begun while the write waits.
-      const read = await handle.db
-        .transaction()
-        .setAccessMode('read only')
-        .execute((trx) => countAccounts(trx));
-      const readMs = Date.now() - started;
-      assert.equal(read, 0);
-      assert.ok(readMs < 400, `the snapshot read waited ${readMs} ms for the waiting writer`);
-      await write;
-      assert.equal(await countAccounts(handle.db), 1, 'and the write went through once the lock was gone');
-    });
+    await withWriteLockHeld(
+      async (handle, other) => {
+        let writeSettled = false;
+        // Meets the other process's lock at BEGIN IMMEDIATE and keeps trying (as the store monitor's
+        // write probe does after an outage, or an admin panel write during a CLI import).
+        const write = handle.db
+          .transaction()
+          .execute((trx) => insertAccount(trx))
+          .finally(() => {
+            writeSettled = true;
+          });
+        // One turn of the event loop: the write has met the lock and sleeps before its next try.
+        await new Promise((resolve) => setImmediate(resolve));
+        // A snapshot read (a feed page, an export) begun while the write waits; the lock is only
+        // released after it, so a read queued behind the write would answer only once the write
+        // had given up at its deadline.
+        const read = await handle.db
+          .transaction()
+          .setAccessMode('read only')
+          .execute((trx) => countAccounts(trx));
+        assert.equal(read, 0);
+        assert.equal(writeSettled, false, 'the snapshot read answered while the write still waited');
+        other.exec('COMMIT');
+        await write;
+        assert.equal(await countAccounts(handle.db), 1, 'and the write went through once the lock was gone');
+      },
+      undefined,
+      20_000,
+    );
   });
 
   test('past the ~2 s deadline a write fails as "store unavailable"', async () => {
