@@ -10,7 +10,7 @@ import {
   STORE_DEADLINE_MS,
   type Store,
 } from '../../src/db/database.ts';
-import { migrateToLatest } from '../../src/db/migrate.ts';
+import { migrateThrough } from '../../src/db/migrate.ts';
 import { accountRepository } from '../../src/db/repositories/accounts.ts';
 import { auditRepository } from '../../src/db/repositories/audit-events.ts';
 import { incidentRepository } from '../../src/db/repositories/incidents.ts';
@@ -45,10 +45,12 @@ async function withServerDatabase(
   run: (handle: DatabaseHandle, url: string) => Promise<void>,
   logger = monitorLog().logger,
 ): Promise<void> {
-  const database = await createTestDatabase(store);
+  const database = await createTestDatabase(store, { migrated: true });
+  // Migrated as `serve` and the CLI migrate, through a handle without the server's deadlines (a
+  // no-op on the run's migrated template): a busy machine may take longer than they allow.
+  await migrateThrough(database.url, database.url);
   const handle = openServerDatabase(database.url, { logger });
   try {
-    await migrateToLatest(handle.db);
     await run(handle, database.url);
   } finally {
     await handle.destroy();
