@@ -16,8 +16,9 @@ type ScalarConfiguration = Exclude<NonNullable<ReferenceProps['configuration']>,
 
 /**
  * Corrections to Scalar's markup and light theme for WCAG 2.1 AA, found by axe-core
- * (test/browser/docs.test.ts). Unlayered, so they win over Scalar's styles, which are all in
- * cascade layers.
+ * (test/browser/docs.test.ts). Unlayered, so they win over Scalar's theme and base styles, which
+ * are in cascade layers; its utility classes are not, and are outweighed by a selector under
+ * `.scalar-app` with one class or element more.
  * - Text colours: the theme's greys and method colours have a contrast below 4.5:1 on its
  *   backgrounds (light: #8e8e8e on white is 3.3:1; dark: #797979 on #151515 is 4.2:1); these are
  *   shades of the same hues, darker on light and lighter on dark.
@@ -26,6 +27,12 @@ type ScalarConfiguration = Exclude<NonNullable<ReferenceProps['configuration']>,
  *   of the label (some blocks put their language before it).
  * - Lists of a tag's endpoints: a long path made the list scroll sideways, a scrolling region
  *   that a keyboard cannot reach; the path wraps instead.
+ * And for the layout (test/browser/docs-layout.test.ts measures both at 1440 and 390 px wide):
+ * - Code panels (request samples, example answers, the guides' examples): long lines wrap
+ *   instead of running past the panel's edge, where Scalar hides its scrollbars until hovered
+ *   (and an example answer's panel grew past the card, taking its copy button out of sight).
+ * - The status tabs of the example answers: they wrap onto another row instead of scrolling out
+ *   of a strip that, at phone width, showed only the first five.
  */
 const SCALAR_CSS = `
 .light-mode {
@@ -44,6 +51,17 @@ const SCALAR_CSS = `
 .scalar-code-copy .sr-only > .hidden > :not(:last-child) { display: none; }
 .endpoints .endpoint { white-space: normal; }
 .endpoints .endpoint-path { min-width: 0; overflow-wrap: anywhere; }
+.scalar-app .scalar-code-block pre,
+.scalar-app .markdown pre code.hljs { width: auto; white-space: pre-wrap; overflow-wrap: anywhere; }
+.scalar-app pre code * { white-space: inherit; overflow-wrap: inherit; }
+.scalar-app pre code.hljs .line {
+  --gutter: calc(var(--line-digits) * 1ch + .875rem);
+  display: block; padding-left: var(--gutter); text-indent: calc(-1 * var(--gutter));
+}
+.scalar-app pre code.hljs .line::before { text-indent: 0; }
+.scalar-app .response-card .scalar-card-content > * { min-width: 0; }
+.scalar-app .response-card .scalar-card-header-title { overflow: visible; white-space: normal; }
+.scalar-app .response-card .tab-list { flex-wrap: wrap; overflow: visible; }
 `;
 
 /**
