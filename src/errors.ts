@@ -13,18 +13,55 @@ import { BEARER_REALM } from './paths.ts';
 export const BODY_LIMIT_BYTES = 1024 * 1024;
 
 /**
+ * Every code the API puts in an error body's `error` field, with its status and when it is
+ * answered: the one list that `ApiError`, the `CodedError` schema's enum and the reference's
+ * Errors guide read. Any other error answers `error: true` (404, 405, 413, 500, 503, the wider
+ * API's 400, 401 and scope 403).
+ */
+export const ERROR_CODES = {
+  INVALID_CURSOR: {
+    status: 400,
+    when: "a `/changes` cursor this API did not issue to this account: garbled, altered, or another account's.",
+  },
+  API_KEY_REQUIRED: {
+    status: 401,
+    when: 'no `Authorization` header, or not `Bearer svc_` followed by 40 lowercase hex characters.',
+  },
+  API_KEY_INVALID: { status: 401, when: 'the key is unknown, disabled, revoked or expired.' },
+  FEATURE_NOT_AVAILABLE: {
+    status: 403,
+    when: "the account's plan does not include API access (on both APIs).",
+  },
+  INSUFFICIENT_SCOPE: {
+    status: 403,
+    when: 'a method other than `GET` or `HEAD` with a `read` key (a `read-write` or `admin` key gets 405: the API is read-only).',
+  },
+  CURSOR_EXPIRED: {
+    status: 410,
+    when: 'a `/changes` cursor the feed can no longer continue from without perhaps missing a change (older than the retention): sync again.',
+  },
+  RATE_LIMIT_EXCEEDED: {
+    status: 429,
+    when: 'the hourly allowance of the key (or OAuth client) is used up: retry after `Retry-After` seconds.',
+  },
+} as const satisfies Record<string, { status: number; when: string }>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/**
  * The one error type of the HTTP layer. Contract errors carry a string `code` (the body's `error`
- * field); the others (404, 405, 500) answer `error: true`, as the spec's table says.
+ * field, one of `ERROR_CODES`); the others (404, 405, 500) answer `error: true`, as the spec's
+ * table says.
  */
 export class ApiError extends Error {
   override name = 'ApiError';
   readonly statusCode: number;
-  readonly code: string | null;
+  readonly code: ErrorCode | null;
   readonly headers: Record<string, string | number>;
 
   constructor(
     statusCode: number,
-    code: string | null,
+    code: ErrorCode | null,
     message: string,
     headers: Record<string, string | number> = {},
   ) {
@@ -34,13 +71,21 @@ export class ApiError extends Error {
     this.headers = headers;
   }
 
-  get body(): { error: string | true; message: string } {
+  get body(): { error: ErrorCode | true; message: string } {
     return { error: this.code ?? true, message: this.message };
   }
 
+  /** An answer with one of `ERROR_CODES`, at that code's status. */
+  private static coded(
+    code: ErrorCode,
+    message: string,
+    headers: Record<string, string | number> = {},
+  ): ApiError {
+    return new ApiError(ERROR_CODES[code].status, code, message, headers);
+  }
+
   static apiKeyRequired(): ApiError {
-    return new ApiError(
-      401,
+    return ApiError.coded(
       'API_KEY_REQUIRED',
       'An API key is required: send the header "Authorization: Bearer svc_<40 hex characters>".',
       { 'www-authenticate': BEARER_REALM },
@@ -48,18 +93,17 @@ export class ApiError extends Error {
   }
 
   static apiKeyInvalid(): ApiError {
-    return new ApiError(401, 'API_KEY_INVALID', 'The API key is unknown, disabled, revoked or expired.', {
+    return ApiError.coded('API_KEY_INVALID', 'The API key is unknown, disabled, revoked or expired.', {
       'www-authenticate': `${BEARER_REALM}, error="invalid_token"`,
     });
   }
 
   static featureNotAvailable(): ApiError {
-    return new ApiError(403, 'FEATURE_NOT_AVAILABLE', "The account's plan does not include API access.");
+    return ApiError.coded('FEATURE_NOT_AVAILABLE', "The account's plan does not include API access.");
   }
 
   static insufficientScope(method: string, scope: string): ApiError {
-    return new ApiError(
-      403,
+    return ApiError.coded(
       'INSUFFICIENT_SCOPE',
       `The API key's scope "${scope}" does not permit ${method} requests.`,
     );
@@ -67,8 +111,7 @@ export class ApiError extends Error {
 
   /** `holder`: what the allowance is counted for, as the message names it. */
   static rateLimitExceeded(limit: number, retryAfterSeconds: number, holder = 'this API key'): ApiError {
-    return new ApiError(
-      429,
+    return ApiError.coded(
       'RATE_LIMIT_EXCEEDED',
       `The hourly limit of ${limit} requests for ${holder} is reached; retry in ${retryAfterSeconds} seconds.`,
       { 'retry-after': retryAfterSeconds, 'x-ratelimit-limit': limit, 'x-ratelimit-remaining': 0 },
@@ -77,8 +120,7 @@ export class ApiError extends Error {
 
   /** A changes-feed cursor this service did not issue to this account (garbled, altered, another's). */
   static invalidCursor(): ApiError {
-    return new ApiError(
-      400,
+    return ApiError.coded(
       'INVALID_CURSOR',
       'The cursor is not one this API issued to this account: send next_cursor exactly as received, or start again without a cursor.',
     );
@@ -89,8 +131,7 @@ export class ApiError extends Error {
    * than the retention, or a deletion it had not reached was purged): the client must sync again.
    */
   static cursorExpired(retentionDays: number): ApiError {
-    return new ApiError(
-      410,
+    return ApiError.coded(
       'CURSOR_EXPIRED',
       `The cursor has expired: the feed keeps deletions for ${retentionDays} days and can no longer continue from it. Start again without a cursor (a full sync).`,
     );

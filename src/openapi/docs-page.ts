@@ -16,15 +16,23 @@ type ScalarConfiguration = Exclude<NonNullable<ReferenceProps['configuration']>,
 
 /**
  * Corrections to Scalar's markup and light theme for WCAG 2.1 AA, found by axe-core
- * (test/browser/docs.test.ts). Unlayered, so they win over Scalar's styles, which are all in
- * cascade layers.
+ * (test/browser/docs.test.ts). Unlayered, so they win over Scalar's theme and base styles, which
+ * are in cascade layers; its utility classes are not, and are outweighed by a selector under
+ * `.scalar-app` with one class or element more.
  * - Text colours: the theme's greys and method colours have a contrast below 4.5:1 on its
  *   backgrounds (light: #8e8e8e on white is 3.3:1; dark: #797979 on #151515 is 4.2:1); these are
  *   shades of the same hues, darker on light and lighter on dark.
  * - Copy buttons of code blocks: Scalar shows their label to assistive technology only while the
- *   block is hovered or focused, so they have no name otherwise; always "Copy".
+ *   block is hovered or focused, so they have no name otherwise; always "Copy", the last part
+ *   of the label (some blocks put their language before it).
  * - Lists of a tag's endpoints: a long path made the list scroll sideways, a scrolling region
  *   that a keyboard cannot reach; the path wraps instead.
+ * And for the layout (test/browser/docs-layout.test.ts measures both at 1440 and 390 px wide):
+ * - Code panels (request samples, example answers, the guides' examples): long lines wrap
+ *   instead of running past the panel's edge, where Scalar hides its scrollbars until hovered
+ *   (and an example answer's panel grew past the card, taking its copy button out of sight).
+ * - The status tabs of the example answers: they wrap onto another row instead of scrolling out
+ *   of a strip that, at phone width, showed only the first five.
  */
 const SCALAR_CSS = `
 .light-mode {
@@ -40,14 +48,27 @@ const SCALAR_CSS = `
   --scalar-color-3: #959595;
 }
 .scalar-code-copy .sr-only > .hidden { display: inline; }
-.scalar-code-copy .sr-only > .hidden > :first-child { display: none; }
+.scalar-code-copy .sr-only > .hidden > :not(:last-child) { display: none; }
 .endpoints .endpoint { white-space: normal; }
 .endpoints .endpoint-path { min-width: 0; overflow-wrap: anywhere; }
+.scalar-app .scalar-code-block pre,
+.scalar-app .markdown pre code.hljs { width: auto; white-space: pre-wrap; overflow-wrap: anywhere; }
+.scalar-app pre code * { white-space: inherit; overflow-wrap: inherit; }
+.scalar-app pre code.hljs .line {
+  --gutter: calc(var(--line-digits) * 1ch + .875rem);
+  display: block; padding-left: var(--gutter); text-indent: calc(-1 * var(--gutter));
+}
+.scalar-app pre code.hljs .line::before { text-indent: 0; }
+.scalar-app .response-card .scalar-card-content > * { min-width: 0; }
+.scalar-app .response-card .scalar-card-header-title { overflow: visible; white-space: normal; }
+.scalar-app .response-card .tab-list { flex-wrap: wrap; overflow: visible; }
 `;
 
 /**
  * What the reader gets: the sidebar, search and schemas (Scalar's defaults, stated so that an
- * upgrade that changes them does not hide them), request samples in curl and JavaScript only, and
+ * upgrade that changes them does not hide them), request samples (the document's own
+ * `x-codeSamples`, curl first and the TypeScript SDK on the public API, and of those Scalar
+ * generates only JavaScript's fetch), and
  * nothing that reaches another host: no web fonts (fonts.scalar.com), no request client (it
  * offers Scalar's proxy and OAuth helpers), no AI agent or MCP panel, no developer toolbar (it
  * shares documents to Scalar's registry). All of these would also be refused by the page's CSP.
@@ -73,9 +94,9 @@ const SCALAR_CONFIGURATION = {
   // which is not what it shows: a mismatch axe-core reports).
   defaultOpenAllTags: true,
   customCss: SCALAR_CSS,
-  defaultHttpClient: { targetKey: 'shell', clientKey: 'curl' },
-  // Scalar takes a list of what to hide: every target but shell and js, and in those every client
-  // but curl and fetch. The browser test checks that exactly those two are offered.
+  // Scalar takes a list of what to hide: every generated client but JavaScript's fetch. Its curl
+  // would repeat the document's own; with that hidden, the document's first sample (curl) is
+  // the one shown. The browser test checks what is offered, in that order.
   hiddenClients: {
     c: true,
     clojure: true,
@@ -97,7 +118,7 @@ const SCALAR_CONFIGURATION = {
     r: true,
     ruby: true,
     rust: true,
-    shell: ['httpie', 'wget'],
+    shell: true,
     swift: true,
   },
 } satisfies ScalarConfiguration;

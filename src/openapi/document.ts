@@ -9,6 +9,8 @@ import {
   TAGS,
 } from '../schemas/openapi.ts';
 import { WEBHOOK_EVENTS, WEBHOOK_HEADERS } from '../schemas/webhooks.ts';
+import { codeSamples, sdkInstallation, xCodeSamples } from './code-samples.ts';
+import { guides } from './guides.ts';
 import { securitySchemes, type Surface, type SurfaceResponse, surfaceOf } from './surfaces.ts';
 
 /**
@@ -97,17 +99,6 @@ interface Operation {
 
 const pascal = (words: string[]): string =>
   words.map((word) => (word[0]?.toUpperCase() ?? '') + word.slice(1)).join('');
-
-const DESCRIPTION = `Read an account's safety incidents, users, departments and locations.
-
-- **Public API** (\`/api/v1/public\`): an API key, \`Authorization: Bearer svc_…\`.
-- **Wider API** (\`/api/v1\`): an OAuth 2 access token of one of the account's registered clients; lists paged with \`_start\` and \`_limit\`.
-- **OAuth 2** (\`/integration/v1/oauth2\`): the authorization server that issues those tokens.
-- **Health** (\`/healthz\`, \`/readyz\`): probes, without a credential.
-
-Every response carries \`X-Request-Id\`; every counted response of the two APIs the \`X-RateLimit-*\` headers of the hourly allowance. \`HEAD\` behaves as \`GET\` without a body.
-
-**Read-only.** The two APIs take \`GET\` and \`HEAD\` only, and list no other method. Any other method on any of their paths (\`POST\`, \`PUT\`, \`PATCH\`, \`DELETE\`, \`OPTIONS\`…) gets the same credential, plan and rate-limit answers as a read (401, 403 \`FEATURE_NOT_AVAILABLE\`, 429), and then: on the public API, a \`read\` key 403 \`INSUFFICIENT_SCOPE\` (a \`CodedError\`), a \`read-write\` or \`admin\` key 405; on the wider API, 405. The 405 carries \`Allow: GET, HEAD\` and the \`X-RateLimit-*\` headers, and its body is an \`Error\`: \`{ "error": true, "message": "Method not allowed: this API is read-only." }\`. A path no route takes answers 404 \`{ "error": true, "message": "Not found" }\` after the same checks.`;
 
 export function openApiDocument(baseUrl: string, routes: RegisteredRoute[]): Json {
   const components = new Components();
@@ -200,6 +191,7 @@ export function openApiDocument(baseUrl: string, routes: RegisteredRoute[]): Jso
     };
   };
 
+  const samples = codeSamples(baseUrl);
   const operations: Operation[] = [];
   const documented = routes.flatMap((route) => route.config?.openapi?.delegated ?? [route]);
   for (const route of documented) {
@@ -217,6 +209,7 @@ export function openApiDocument(baseUrl: string, routes: RegisteredRoute[]): Jso
       ]);
     }
     const params = parameters(route.url, schema);
+    const sample = samples[schema.operationId];
     const body = requestBody(schema.body);
     for (const method of [route.method].flat()) {
       // HEAD is GET without a body (info.description), not an operation of its own.
@@ -234,6 +227,7 @@ export function openApiDocument(baseUrl: string, routes: RegisteredRoute[]): Jso
           ...(params.query.length > 0 ? { parameters: params.query } : {}),
           ...(body === undefined ? {} : { requestBody: body }),
           responses: byStatus(responses),
+          ...(sample === undefined ? {} : { 'x-codeSamples': xCodeSamples(sample) }),
         },
       });
     }
@@ -289,7 +283,8 @@ export function openApiDocument(baseUrl: string, routes: RegisteredRoute[]): Jso
     info: {
       title: 'Safety Incident API',
       version: '1',
-      description: DESCRIPTION,
+      description: guides(baseUrl),
+      'x-scalar-sdk-installation': sdkInstallation(),
     },
     servers: [{ url: baseUrl }],
     tags,

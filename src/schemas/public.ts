@@ -1,5 +1,6 @@
 import { type Static, type TSchema, Type } from 'typebox';
 import type { IncidentRow } from '../db/repositories/incidents.ts';
+import { ERROR_CODES } from '../errors.ts';
 import { component, documentedAs } from './openapi.ts';
 
 /**
@@ -163,7 +164,10 @@ export const ErrorSchema = component(
 export const CodedErrorSchema = component(
   'CodedError',
   Type.Object({
-    error: Type.String({ pattern: '^[A-Z][A-Z_]*$', description: 'The error code, e.g. `API_KEY_INVALID`' }),
+    error: Type.Enum(Object.keys(ERROR_CODES), {
+      type: 'string',
+      description: 'The error code: what a client checks (the Errors guide says when each is answered)',
+    }),
     message: Type.String({ description: 'A sentence for people; the code is what a client checks' }),
   }),
 );

@@ -4,7 +4,9 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { CHROMIUM, launchChromium, axeViolations } from './chromium.ts';
+import { GUIDES } from '../../src/openapi/guides.ts';
 import { createTestContext, type TestContext } from '../helpers.ts';
+import { until } from '../wait.ts';
 
 // The reference page `/docs` (Scalar's API reference, served by the service) in real headless
 // Chromium, cut off from every other host: it must load and work from the service alone, without
@@ -140,7 +142,7 @@ describe('/docs in Chromium (sqlite)', () => {
     await page.getByRole('heading', { level: 3, name: summary }).waitFor();
   });
 
-  test('an operation shows its request in curl and in JavaScript, and offers no other client', async () => {
+  test('an operation shows its request in curl first, and offers the TypeScript SDK and fetch, no other client', async () => {
     await sidebar()
       .getByRole('link', { name: summaryOf('listIncidents') })
       .click();
@@ -150,14 +152,77 @@ describe('/docs in Chromium (sqlite)', () => {
     });
     const code = example.getByRole('code');
     await example.waitFor();
-    assert.match((await code.textContent()) ?? '', /^curl .*\/api\/v1\/public\/incidents/);
+    assert.match((await code.textContent()) ?? '', /^curl -s "http:\/\/[^"]*\/api\/v1\/public\/incidents/);
 
-    await example.getByRole('button', { name: 'Shell Curl' }).click();
+    await example.getByRole('button', { name: 'curl' }).click();
     const clients = page.getByRole('listbox');
-    assert.deepEqual(await clients.getByRole('option').allTextContents(), ['Fetch', 'Curl']);
+    assert.deepEqual(await clients.getByRole('option').allTextContents(), [
+      'curl',
+      'TypeScript SDK',
+      'Fetch',
+    ]);
+    await clients.getByRole('option', { name: 'TypeScript SDK' }).click();
+    await example.getByRole('button', { name: 'TypeScript SDK' }).waitFor();
+    assert.match(
+      (await code.textContent()) ?? '',
+      /from '@safety-incident\/sdk';[\s\S]*client\.listIncidents\(/,
+    );
+
+    await example.getByRole('button', { name: 'TypeScript SDK' }).click();
     await clients.getByRole('option', { name: 'Fetch' }).click();
     await example.getByRole('button', { name: 'JavaScript Fetch' }).waitFor();
     assert.match((await code.textContent()) ?? '', /fetch\('.*\/api\/v1\/public\/incidents/);
+  });
+
+  test("the Client Libraries box picks the samples' language on every operation", async () => {
+    const libraries = page.getByRole('tablist', { name: 'Client Libraries' });
+    await libraries.scrollIntoViewIfNeeded();
+    await libraries.getByRole('tab', { name: 'TypeScript' }).click();
+    await sidebar()
+      .getByRole('link', { name: summaryOf('getIncident') })
+      .click();
+    const example = page.getByRole('group', {
+      name: 'Request Example for get/api/v1/public/incidents/{id}',
+      exact: true,
+    });
+    await example.getByRole('button', { name: 'TypeScript SDK' }).waitFor();
+    assert.match((await example.getByRole('code').textContent()) ?? '', /client\.getIncident\(/);
+    // Back to curl, which the tests after this one expect.
+    await libraries.scrollIntoViewIfNeeded();
+    await libraries.getByRole('tab', { name: 'curl' }).click();
+    await example.getByRole('button', { name: 'curl' }).waitFor();
+  });
+
+  test('every guide is in the sidebar, and Scalar’s search finds it and goes there', async () => {
+    for (const title of GUIDES) {
+      // Scalar's address of a heading of the description: its slug.
+      const link = sidebar().locator(`a[href="#description/${title.toLowerCase().replaceAll(' ', '-')}"]`);
+      assert.equal(await link.textContent(), title);
+      assert.ok(await link.isVisible(), title);
+      await sidebar()
+        .getByRole('button', { name: /^Open Search/ })
+        .click();
+      const dialog = page.getByRole('dialog', { name: 'Search' });
+      await dialog.getByRole('combobox').fill(title);
+      const result = dialog.getByRole('option', { name: `Heading: ${title}` });
+      await result.waitFor();
+      assert.match(
+        (await dialog.getByRole('option').first().textContent()) ?? '',
+        new RegExp(`Heading:\\s+${title}`),
+      );
+      await result.click();
+      await dialog.waitFor({ state: 'hidden' });
+      const heading = page.getByRole('heading', { name: title, exact: true });
+      await until(
+        async () =>
+          heading.evaluate((element) => {
+            const { top } = element.getBoundingClientRect();
+            return top >= 0 && top < window.innerHeight;
+          }),
+        10_000,
+        `the heading "${title}" in view`,
+      );
+    }
   });
 
   test('a schema is rendered with its properties', async () => {

@@ -60,7 +60,7 @@ describe('/docs', () => {
     );
   });
 
-  test('Scalar is configured to stay on the service, with curl samples first', async () => {
+  test("Scalar is configured to stay on the service, showing the document's samples and only fetch of its own", async () => {
     const page = (await ctx.app.inject({ url: '/docs' })).body;
     const configuration = JSON.parse(attributeOf(page, 'api-reference', 'data-configuration') ?? '{}');
     assert.equal(configuration.url, '/openapi.json');
@@ -69,7 +69,16 @@ describe('/docs', () => {
     assert.equal(configuration.showDeveloperTools, 'never');
     assert.deepEqual(configuration.agent, { disabled: true });
     assert.deepEqual(configuration.mcp, { disabled: true });
-    assert.deepEqual(configuration.defaultHttpClient, { targetKey: 'shell', clientKey: 'curl' });
+    // No default client of Scalar's: the document's first sample (curl) is shown. Of the clients
+    // Scalar generates, only JavaScript's fetch is offered; its curl would repeat the document's.
+    assert.equal(configuration.defaultHttpClient, undefined);
+    assert.equal(configuration.hiddenClients.shell, true);
+    assert.deepEqual(configuration.hiddenClients.js, ['axios', 'jquery', 'ofetch', 'xhr']);
+    assert.ok(
+      Object.entries(configuration.hiddenClients).every(
+        ([target, hidden]) => target === 'js' || hidden === true,
+      ),
+    );
     assert.equal(configuration.proxyUrl, undefined);
   });
 

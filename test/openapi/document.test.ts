@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
+import { ApiError, ERROR_CODES } from '../../src/errors.ts';
 import { openApiDocument, type RegisteredRoute } from '../../src/openapi/document.ts';
 import { PUBLIC_API_PATH } from '../../src/paths.ts';
 import { HEADERS, TAGS } from '../../src/schemas/openapi.ts';
@@ -250,6 +251,26 @@ describe('/openapi.json', () => {
     assert.deepEqual(
       Object.keys(check.at('/components/responses/PublicServiceUnavailable/headers') as object),
       ['X-Request-Id', 'Retry-After'],
+    );
+  });
+
+  test("a CodedError's `error` is an enum of every code the API answers, each at its status", () => {
+    const error = check.at('/components/schemas/CodedError/properties/error') as Record<string, unknown>;
+    assert.equal(error.type, 'string');
+    assert.equal(error.pattern, undefined);
+    assert.deepEqual(error.enum, Object.keys(ERROR_CODES));
+    const answers = [
+      ApiError.invalidCursor(),
+      ApiError.apiKeyRequired(),
+      ApiError.apiKeyInvalid(),
+      ApiError.featureNotAvailable(),
+      ApiError.insufficientScope('POST', 'read'),
+      ApiError.cursorExpired(400),
+      ApiError.rateLimitExceeded(1000, 60),
+    ];
+    assert.deepEqual(
+      answers.map(({ code, statusCode }) => [code, statusCode]),
+      Object.entries(ERROR_CODES).map(([code, { status }]) => [code, status]),
     );
   });
 

@@ -384,6 +384,8 @@ export function pythonModels(document: unknown): string {
     generator.model(name, result, `The result of \`${operationId}\` (GET ${found.get(operationId)?.path}).`);
   }
   const info = objectAt(document, 'info');
+  const errorCodes = objectAt(document, 'components', 'schemas', 'CodedError', 'properties', 'error').enum;
+  if (!Array.isArray(errorCodes)) throw new Error('the CodedError schema has no enum of error codes');
   return [
     '# Generated from the OpenAPI document the server serves (its `info.version`:',
     `# ${JSON.stringify(stringAt(info, 'version') ?? '')}) by packages/python/scripts/generate.ts. Do not edit:`,
@@ -426,6 +428,11 @@ export function pythonModels(document: unknown): string {
     'PATHS: Final[dict[str, str]] = {',
     ...[...found].map(([id, { path }]) => `    ${JSON.stringify(id)}: ${JSON.stringify(path)},`),
     '}',
+    '',
+    "#: Every code the API puts in an error's `error` field (the enum of its `CodedError` schema).",
+    'ERROR_CODES: Final[tuple[str, ...]] = (',
+    ...errorCodes.map((code) => `    ${pythonLiteral(code)},`),
+    ')',
     ...[...generator.models.values()].flatMap((model) => ['', '', modelSource(model)]),
     ...[...generator.unions.values()].flatMap((union) => ['', '', unionSource(union)]),
     '',

@@ -1,14 +1,12 @@
+import type { components } from './generated/openapi.ts';
 import type { RateLimit } from './types.ts';
 
-/** The codes the contract puts in `error` (401, 403, 429, and the changes feed's 400 and 410). */
+/**
+ * The codes the contract puts in `error` (401, 403, 429, and the changes feed's 400 and 410), as
+ * the OpenAPI document's `CodedError` schema lists them.
+ */
 export type ErrorCode =
-  | 'API_KEY_REQUIRED'
-  | 'API_KEY_INVALID'
-  | 'INSUFFICIENT_SCOPE'
-  | 'FEATURE_NOT_AVAILABLE'
-  | 'RATE_LIMIT_EXCEEDED'
-  | 'INVALID_CURSOR'
-  | 'CURSOR_EXPIRED'
+  | components['schemas']['CodedError']['error']
   // A code this version of the SDK does not know yet, still reported as it came.
   | (string & {});
 

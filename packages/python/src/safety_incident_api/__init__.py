@@ -10,7 +10,6 @@
 from ._version import __version__
 from .client import AppInfo, Client, CursorFile
 from .errors import (
-    ERROR_CODES,
     AuthenticationError,
     NotFoundError,
     PermissionError,
@@ -19,6 +18,7 @@ from .errors import (
     ServiceUnavailableError,
 )
 from .models import (
+    ERROR_CODES,
     Change,
     ChangesPage,
     ChangeType,

@@ -7,18 +7,6 @@ from typing import Any, cast
 
 from .results import RateLimit
 
-#: The codes the contract puts in `error` (401, 403, 429, and the changes feed's 400 and 410). A
-#: code this version does not know yet is still reported as it came.
-ERROR_CODES = (
-    "API_KEY_REQUIRED",
-    "API_KEY_INVALID",
-    "INSUFFICIENT_SCOPE",
-    "FEATURE_NOT_AVAILABLE",
-    "RATE_LIMIT_EXCEEDED",
-    "INVALID_CURSOR",
-    "CURSOR_EXPIRED",
-)
-
 
 class SafetyApiError(Exception):
     """Any answer but a 2xx. `code` is the contract's `error` string, or None when the body has

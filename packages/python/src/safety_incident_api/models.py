@@ -56,6 +56,17 @@ PATHS: Final[dict[str, str]] = {
     "listIncidentsPaged": "/api/v1/incidents",
 }
 
+#: Every code the API puts in an error's `error` field (the enum of its `CodedError` schema).
+ERROR_CODES: Final[tuple[str, ...]] = (
+    "INVALID_CURSOR",
+    "API_KEY_REQUIRED",
+    "API_KEY_INVALID",
+    "FEATURE_NOT_AVAILABLE",
+    "INSUFFICIENT_SCOPE",
+    "CURSOR_EXPIRED",
+    "RATE_LIMIT_EXCEEDED",
+)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Incident(_Model):

@@ -867,8 +867,11 @@ export interface components {
             redis: "up" | "down" | "not configured";
         };
         CodedError: {
-            /** @description The error code, e.g. `API_KEY_INVALID` */
-            error: string;
+            /**
+             * @description The error code: what a client checks (the Errors guide says when each is answered)
+             * @enum {string}
+             */
+            error: "INVALID_CURSOR" | "API_KEY_REQUIRED" | "API_KEY_INVALID" | "FEATURE_NOT_AVAILABLE" | "INSUFFICIENT_SCOPE" | "CURSOR_EXPIRED" | "RATE_LIMIT_EXCEEDED";
             /** @description A sentence for people; the code is what a client checks */
             message: string;
         };
