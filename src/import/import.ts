@@ -137,6 +137,8 @@ class Batches {
   private taken = 0;
   /** The file's records at most, once asked for (`placeIncident`). */
   private recordsAtMost: number | null = null;
+  /** The paging index's statement while it is dropped (`finish` builds it again). */
+  private positionIndex: string | null = null;
 
   private readonly db: Kysely<Database>;
   private readonly newOnly: boolean;
@@ -183,8 +185,14 @@ class Batches {
       await this.startAccountChange(record.row.account_id);
     }
     if (record.type === 'incident') await this.startIncidentChange(record.row.account_id);
-    if (record.type === 'incident' && !record.deleted && this.needsRecordCount(record.row))
+    if (record.type === 'incident' && !record.deleted && this.needsRecordCount(record.row)) {
       this.recordsAtMost = await this.countRecords();
+      // Newest first from here: the paging index may be cheaper to build again at the end.
+      this.positionIndex = await incidentRepository.dropPositionIndexBefore(
+        this.db,
+        this.recordsAtMost - this.taken,
+      );
+    }
     this.take(where, record);
     if (this.size >= BATCH_SIZE) await this.flush();
   }
@@ -334,6 +342,13 @@ class Batches {
       change.newest = row;
     }
     row.position = change.topBefore + change.records;
+  }
+
+  /** Writes what is pending and builds the paging index again if it was dropped, before positions are settled. */
+  async finish(): Promise<void> {
+    await this.flush();
+    if (this.positionIndex !== null) await incidentRepository.buildPositionIndex(this.db, this.positionIndex);
+    this.positionIndex = null;
   }
 
   // Every pending record, in RECORD_KINDS' order: parents before children.
@@ -533,7 +548,7 @@ export async function importFile(
             if (added !== undefined) await added;
           }
         }
-        await batches.flush();
+        await batches.finish();
         await refreshAccounts(trx, batches, retentionDays);
         return Object.keys(skipped).length === 0 ? batches.counts : { ...batches.counts, skipped };
       }),
