@@ -31,6 +31,7 @@ import {
 } from './records.ts';
 import {
   type PlacedRecord,
+  type ReadControl,
   type ReadMessage,
   type ReadRequest,
   type SkippedCounts,
@@ -72,6 +73,21 @@ interface IncidentChange {
   topBefore: number;
   /** Incident records of the account in this import to write (inserts and updates). */
   records: number;
+  /**
+   * How the account's incidents are placed (`placeIncident`): `up` from just above `topBefore` in
+   * the order they arrive, or, for a file newest first, `down` from `topBefore + room`.
+   */
+  direction: 'up' | 'down';
+  /** The account's first incident record while its batch is pending: the second one may still move it. */
+  first: IncidentInput | null;
+  /** Records taken before the account's first incident record. */
+  firstAt: number;
+  /** Down: the records the rest of the file can hold at most, from the account's first incident on. */
+  room: number;
+  /** The largest key stored before this import. */
+  storedNewest: IncidentKey | null;
+  /** Down: the last key placed, the smallest while the records come in order. */
+  lowest: IncidentKey | null;
   /** Incidents this import removed. */
   removed: number;
   /** The position blocks deletions left holes in. */
@@ -117,17 +133,27 @@ class Batches {
   private tombstonesExist = false;
   /** The time written with the changes being taken: that of the last batch written. */
   private changedAt = new Date().toISOString();
+  /** Records taken so far, of every type. */
+  private taken = 0;
+  /** The file's records at most, once asked for (`placeIncident`). */
+  private recordsAtMost: number | null = null;
+  /** The paging index's statement while it is dropped (`finish` builds it again). */
+  private positionIndex: string | null = null;
 
   private readonly db: Kysely<Database>;
   private readonly newOnly: boolean;
+  private readonly countRecords: () => Promise<number>;
 
   /**
    * @param newOnly write the records of the kinds that have `insertNew` with it: the transaction
    * fails (`IncidentExistsError`) at the first of those records whose id is stored
+   * @param countRecords an upper bound of the file's records, asked for once, when a file turns
+   * out to be newest first
    */
-  constructor(db: Kysely<Database>, newOnly: boolean) {
+  constructor(db: Kysely<Database>, newOnly: boolean, countRecords: () => Promise<number>) {
     this.db = db;
     this.newOnly = newOnly;
+    this.countRecords = countRecords;
   }
 
   async start(): Promise<void> {
@@ -142,7 +168,8 @@ class Batches {
     if (
       this.pendingIds[record.type].has(record.row.id) ||
       (record.type !== 'account' && !this.lastSeq.has(record.row.account_id)) ||
-      (record.type === 'incident' && !this.incidentChanges.has(record.row.account_id))
+      (record.type === 'incident' && !this.incidentChanges.has(record.row.account_id)) ||
+      (record.type === 'incident' && !record.deleted && this.needsRecordCount(record.row))
     ) {
       return this.addAfterLookups(where, record);
     }
@@ -158,11 +185,20 @@ class Batches {
       await this.startAccountChange(record.row.account_id);
     }
     if (record.type === 'incident') await this.startIncidentChange(record.row.account_id);
+    if (record.type === 'incident' && !record.deleted && this.needsRecordCount(record.row)) {
+      this.recordsAtMost = await this.countRecords();
+      // Newest first from here: the paging index may be cheaper to build again at the end.
+      this.positionIndex = await incidentRepository.dropPositionIndexBefore(
+        this.db,
+        this.recordsAtMost - this.taken,
+      );
+    }
     this.take(where, record);
     if (this.size >= BATCH_SIZE) await this.flush();
   }
 
   private take(where: string, record: ValidRecord): void {
+    this.taken += 1;
     this.pendingIds[record.type].add(record.row.id);
     this.size += 1;
     if (record.type === 'account') {
@@ -223,27 +259,81 @@ class Batches {
     if (this.incidentChanges.has(accountId)) return;
     const before = await incidentRepository.countForAccount(this.db, accountId);
     const newest = await incidentRepository.newest(this.db, accountId);
+    const storedNewest = newest === null ? null : { created_at: newest.created_at, id: newest.id };
     this.incidentChanges.set(accountId, {
       before,
       topBefore: newest?.position ?? 0,
       records: 0,
+      direction: 'up',
+      first: null,
+      firstAt: 0,
+      room: 0,
+      storedNewest,
+      lowest: null,
       removed: 0,
       holedBlocks: new Set(),
-      newest: newest === null ? null : { created_at: newest.created_at, id: newest.id },
+      newest: storedNewest,
       disorderFrom: null,
     });
   }
 
   /**
-   * Gives an incident the position it would have if the file continued the account's order: just
-   * after the account's highest position, in the order of the new records. That guess is the true
-   * place of every record that arrives after all smaller keys and before all larger ones, so an
-   * export loaded in order needs no re-ranking at all; `disorderFrom` marks where guesses may fail.
+   * Whether `row` is the second incident of its account, smaller than the first, still pending and
+   * in place, so that the account may be placed downwards, and the file's records are not yet
+   * counted: the count is asked for only by a file newest first.
+   */
+  private needsRecordCount(row: IncidentInput): boolean {
+    if (this.recordsAtMost !== null) return false;
+    const change = this.incidentChanges.get(row.account_id);
+    return change !== undefined && this.turnsDown(change, row);
+  }
+
+  private turnsDown(change: IncidentChange, row: IncidentInput): boolean {
+    return (
+      change.records === 1 &&
+      change.first !== null &&
+      change.disorderFrom === null &&
+      compareKeys(row, change.first) < 0 &&
+      (change.storedNewest === null || compareKeys(row, change.storedNewest) > 0)
+    );
+  }
+
+  /**
+   * Gives an incident the position it would have if the file continued the account's order. That
+   * guess is the true place of every record that arrives in order, so a file oldest first or
+   * newest first needs no re-ranking at all; `disorderFrom` marks where guesses may fail.
+   * - Up (oldest first): just after the account's highest position, in the order of the records.
+   * - Down (newest first: the second incident is smaller than the first): from the highest
+   *   position the rest of the file could fill, `topBefore + room`, downwards. The positions left
+   *   empty below the last one are holes in their blocks, counted like a deletion's
+   *   (`settlePositions`): none when the account's incidents end the file.
    */
   private placeIncident(row: IncidentInput): void {
     const change = this.incidentChanges.get(row.account_id) as IncidentChange;
+    if (change.records === 0) {
+      change.first = row;
+      change.firstAt = this.taken - 1;
+    } else if (this.recordsAtMost !== null && this.turnsDown(change, row)) {
+      const first = change.first as IncidentInput;
+      change.direction = 'down';
+      change.room = this.recordsAtMost - change.firstAt;
+      change.lowest = first;
+      first.position = change.topBefore + change.room;
+    }
     change.records += 1;
-    // The row is its own key: no object per record.
+    if (change.direction === 'down') {
+      // In place while each record is smaller than the one before it and larger than any stored.
+      // The row is its own key: no object per record.
+      if (
+        change.records > change.room ||
+        compareKeys(row, change.lowest as IncidentKey) >= 0 ||
+        (change.storedNewest !== null && compareKeys(row, change.storedNewest) <= 0)
+      )
+        change.disorderFrom ??= row;
+      change.lowest = row;
+      row.position = change.topBefore + change.room - change.records + 1;
+      return;
+    }
     if (change.newest !== null && compareKeys(row, change.newest) <= 0) {
       // Arrived after a larger key: this record and everything from it may be out of place.
       if (change.disorderFrom === null || compareKeys(row, change.disorderFrom) < 0)
@@ -252,6 +342,13 @@ class Batches {
       change.newest = row;
     }
     row.position = change.topBefore + change.records;
+  }
+
+  /** Writes what is pending and builds the paging index again if it was dropped, before positions are settled. */
+  async finish(): Promise<void> {
+    await this.flush();
+    if (this.positionIndex !== null) await incidentRepository.buildPositionIndex(this.db, this.positionIndex);
+    this.positionIndex = null;
   }
 
   // Every pending record, in RECORD_KINDS' order: parents before children.
@@ -269,6 +366,8 @@ class Batches {
       this.pendingDeletions[type].length = 0;
       this.pendingIds[type].clear();
     }
+    // Written: an account's first incident keeps its place from now on.
+    for (const change of this.incidentChanges.values()) change.first = null;
     this.size = 0;
     this.changedAt = now;
   }
@@ -382,10 +481,12 @@ async function refreshAccounts(db: Kysely<Database>, batches: Batches, retention
 
 /**
  * Positions after the import's writes, as cheaply as they can be made right (docs/architecture.md):
- * - only new incidents, in order, no holes anywhere: nothing to do, every guess was right;
- * - only new incidents with some out of order, no holes: re-rank from the first out of place;
- * - only new incidents in order, and deletions or older holes: count again the blocks that lost
- *   rows or that new incidents filled;
+ * - only new incidents, in order (oldest first, or newest first placed down), no holes anywhere:
+ *   nothing to do, every guess was right;
+ * - only new incidents placed up with some out of order, no holes: re-rank from the first out of
+ *   place;
+ * - only new incidents in order, and deletions, older holes or positions left empty below those
+ *   placed down: count again the blocks that lost rows, that new incidents filled or left empty;
  * - anything else (an update may move an incident anywhere): re-rank the account.
  */
 async function settlePositions(
@@ -396,16 +497,24 @@ async function settlePositions(
 ): Promise<void> {
   const onlyInserts = incidentCount === change.before + change.records - change.removed;
   const holes = await incidentRepository.listHoleBlocks(db, accountId);
-  if (!onlyInserts || (change.disorderFrom !== null && (holes.length > 0 || change.removed > 0))) {
+  const whole = holes.length > 0 || change.removed > 0 || change.direction === 'down';
+  if (!onlyInserts || (change.disorderFrom !== null && whole)) {
     await incidentRepository.rerank(db, accountId, null);
   } else if (change.disorderFrom !== null) {
     await incidentRepository.rerank(db, accountId, change.disorderFrom);
-  } else if (change.removed > 0 || holes.length > 0) {
+  } else {
     // New incidents went after the highest position, into its block and beyond.
     const firstNewBlock = Math.floor(change.topBefore / POSITION_BLOCK);
     const recount = new Set(change.holedBlocks);
     for (const { block } of holes) if (block >= firstNewBlock) recount.add(block);
-    await incidentRepository.recountBlocks(db, accountId, recount);
+    // Placed down: the positions from just above the highest before to just below the lowest
+    // placed are empty, and so are holes in their blocks.
+    const lowest = change.topBefore + change.room - change.records + 1;
+    if (change.direction === 'down' && lowest > change.topBefore + 1) {
+      for (let block = firstNewBlock; block <= Math.floor((lowest - 2) / POSITION_BLOCK); block += 1)
+        recount.add(block);
+    }
+    if (recount.size > 0) await incidentRepository.recountBlocks(db, accountId, recount);
   }
 }
 
@@ -429,16 +538,17 @@ export async function importFile(
   const load = (newOnly: boolean) =>
     withBulkWriteSettings(db, () =>
       db.transaction().execute(async (trx) => {
-        const batches = new Batches(trx, newOnly);
-        await batches.start();
         const skipped: SkippedCounts = {};
-        for await (const chunk of readInWorker(request, skipped)) {
+        const reading = readInWorker(request, skipped);
+        const batches = new Batches(trx, newOnly, reading.recordsAtMost);
+        await batches.start();
+        for await (const chunk of reading.chunks) {
           for (const { where, record } of chunk) {
             const added = batches.add(where, record);
             if (added !== undefined) await added;
           }
         }
-        await batches.flush();
+        await batches.finish();
         await refreshAccounts(trx, batches, retentionDays);
         return Object.keys(skipped).length === 0 ? batches.counts : { ...batches.counts, skipped };
       }),
@@ -479,31 +589,55 @@ export async function importFile(
  */
 const NDJSON_WORKER_LIMITS = { maxYoungGenerationSizeMb: 8, maxOldGenerationSizeMb: 48 };
 
-/**
- * The validated chunks of a file, read by a worker thread (worker.ts). Each chunk taken is
- * acknowledged so the worker can read further; the worker ends when the reading does, or when the
- * import stops early (a database check failed).
- */
-async function* readInWorker(request: ReadRequest, skipped: SkippedCounts): AsyncGenerator<PlacedRecord[]> {
+/** A file read by a worker thread (worker.ts). */
+interface WorkerReading {
+  /**
+   * The validated chunks. Each chunk taken is acknowledged so the worker can read further; the
+   * worker ends when the reading does, or when the import stops early (a database check failed).
+   */
+  chunks: AsyncGenerator<PlacedRecord[]>;
+  /** An upper bound of the file's records, counted by the worker when asked, beside its reading. */
+  recordsAtMost(): Promise<number>;
+}
+
+function readInWorker(request: ReadRequest, skipped: SkippedCounts): WorkerReading {
   const worker = startWorker(
     { source: new URL('./worker.ts', import.meta.url), bundle: 'import-reader.js' },
     { workerData: request, resourceLimits: request.format === '.ndjson' ? NDJSON_WORKER_LIMITS : {} },
   );
-  try {
-    // Rejects if the worker itself fails (an 'error' event).
-    for await (const [message] of on(worker, 'message') as AsyncIterable<[ReadMessage]>) {
-      if ('done' in message) {
-        Object.assign(skipped, message.skipped);
-        return;
+  const control = (message: ReadControl) => worker.postMessage(message);
+  const cannotRead = (text: string) => new Error(`import: cannot read the file: ${text}`);
+  async function* chunks(): AsyncGenerator<PlacedRecord[]> {
+    try {
+      // Rejects if the worker itself fails (an 'error' event).
+      for await (const [message] of on(worker, 'message') as AsyncIterable<[ReadMessage]>) {
+        if ('recordsAtMost' in message) continue;
+        if ('done' in message) {
+          Object.assign(skipped, message.skipped);
+          return;
+        }
+        if ('failure' in message) {
+          const { message: text, input } = message.failure;
+          throw input ? new InputError(text) : cannotRead(text);
+        }
+        control('taken');
+        yield unpackChunk(message.chunk);
       }
-      if ('failure' in message) {
-        const { message: text, input } = message.failure;
-        throw input ? new InputError(text) : new Error(`import: cannot read the file: ${text}`);
-      }
-      worker.postMessage('taken');
-      yield unpackChunk(message.chunk);
+    } finally {
+      await worker.terminate();
     }
-  } finally {
-    await worker.terminate();
   }
+  // Heard as it comes, not in turn with the chunks: the writing thread waits for it mid-chunk.
+  const recordsAtMost = () =>
+    new Promise<number>((resolve, reject) => {
+      const heard = (message: ReadMessage) => {
+        if ('recordsAtMost' in message) resolve(message.recordsAtMost);
+        else if ('failure' in message && !message.failure.input) reject(cannotRead(message.failure.message));
+        else return;
+        worker.off('message', heard).off('error', reject);
+      };
+      worker.on('message', heard).once('error', reject);
+      control('count');
+    });
+  return { chunks: chunks(), recordsAtMost };
 }

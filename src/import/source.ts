@@ -141,7 +141,36 @@ function parseLine(line: string, where: string): SourceRecord | ExportOnlyType {
 /** Records of a .json section per chunk: about what one read of NDJSON holds (READ_BYTES). */
 const JSON_RECORDS_PER_CHUNK = 300;
 
-async function* readJson(path: string): AsyncGenerator<SourceRecord[]> {
+/**
+ * An upper bound of the records of an NDJSON file: its lines, counted as `readLines` counts them.
+ * Read as bytes, without decoding or parsing: 0.15 s of CPU for 200,000 incidents with every field
+ * set (137 MB), about 3% of their import.
+ */
+export async function countLines(path: string): Promise<number> {
+  let lines = 0;
+  // Whether the last byte read was a `\r`, and whether it ended a line that has text.
+  let afterCr = false;
+  let lineOpen = false;
+  for await (const chunk of createReadStream(path, { highWaterMark: READ_BYTES * 8 })) {
+    const bytes = chunk as Buffer;
+    if (bytes.length === 0) continue;
+    // A `\r` ends a line unless a `\n` follows it, which then ends it.
+    for (let at = bytes.indexOf(LF); at !== -1; at = bytes.indexOf(LF, at + 1)) lines += 1;
+    for (let at = bytes.indexOf(CR); at !== -1; at = bytes.indexOf(CR, at + 1)) {
+      if (at + 1 < bytes.length && bytes[at + 1] !== LF) lines += 1;
+    }
+    if (afterCr && bytes[0] !== LF) lines += 1;
+    const last = bytes[bytes.length - 1];
+    afterCr = last === CR;
+    lineOpen = last !== LF && last !== CR;
+  }
+  return lines + (afterCr || lineOpen ? 1 : 0);
+}
+
+const LF = 0x0a;
+const CR = 0x0d;
+
+async function* readJson(path: string, counted: RecordCount): AsyncGenerator<SourceRecord[]> {
   let document: unknown;
   try {
     document = JSON.parse(await readFile(path, 'utf8'));
@@ -157,6 +186,10 @@ async function* readJson(path: string): AsyncGenerator<SourceRecord[]> {
     if (!(key in JSON_SECTIONS))
       throw new InputError(`"${key}" is not a section (expected ${Object.keys(JSON_SECTIONS).join(', ')})`);
   }
+  counted.records = Object.keys(JSON_SECTIONS).reduce((sum, section) => {
+    const records = (document as Record<string, unknown>)[section];
+    return sum + (Array.isArray(records) ? records.length : 0);
+  }, 0);
   // Sections are read in dependency order whatever their order in the file.
   for (const [section, type] of Object.entries(JSON_SECTIONS)) {
     const records = (document as Record<string, unknown>)[section];
@@ -171,18 +204,25 @@ async function* readJson(path: string): AsyncGenerator<SourceRecord[]> {
   }
 }
 
+/** The records of a .json file, once it is parsed (`validatedChunks`). */
+export interface RecordCount {
+  records?: number;
+}
+
 /**
  * The validated records of a .json or .ndjson file, a chunk at a time. A bad record ends the
  * sequence: the valid records before it are yielded first, then its InputError is thrown, so the
- * consumer sees problems in file order whichever of them (file or database) it detects.
+ * consumer sees problems in file order whichever of them (file or database) it detects. A .json
+ * file's records are counted in `counted` before its first chunk.
  */
 export async function* validatedChunks(
   path: string,
   format: '.json' | '.ndjson',
   now: string,
   skipped: SkippedCounts = {},
+  counted: RecordCount = {},
 ): AsyncGenerator<PlacedRecord[]> {
-  for await (const records of format === '.json' ? readJson(path) : readNdjson(path, skipped)) {
+  for await (const records of format === '.json' ? readJson(path, counted) : readNdjson(path, skipped)) {
     const chunk: PlacedRecord[] = [];
     try {
       for (const { where, type, value } of records) {
@@ -246,11 +286,21 @@ export function unpackChunk(chunk: PackedChunk): PlacedRecord[] {
   return records;
 }
 
-/** What `worker.ts` posts: chunks in file order, then `done` or the failure that ended the reading. */
+/**
+ * What `worker.ts` posts: chunks in file order, then `done` or the failure that ended the reading;
+ * and, whenever it is asked (`ReadControl`), an upper bound of the file's records.
+ */
 export type ReadMessage =
   | { chunk: PackedChunk }
   | { done: true; skipped: SkippedCounts }
-  | { failure: { message: string; input: boolean } };
+  | { failure: { message: string; input: boolean } }
+  | { recordsAtMost: number };
+
+/**
+ * What the main thread tells `worker.ts`: a chunk was taken (it may read further), or it wants
+ * `recordsAtMost`.
+ */
+export type ReadControl = 'taken' | 'count';
 
 /**
  * Chunks the worker may post before the main thread has taken them (it answers each one it takes),

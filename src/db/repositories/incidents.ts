@@ -217,22 +217,19 @@ const RERANK_CACHE_KIB = 2048;
 const POSITION_INDEX = 'incidents_account_position';
 
 /**
- * The statement that made the paging index, when `rerank` is to build it again rather than move
- * its entries (SQLite): when the rows to re-rank are over a quarter of the table. Building it
- * sorts every incident's entry once (2.8 s for a million, against 17 s to move the entries of a
- * shuffled million one at a time into an index larger than the page cache).
+ * The statement that made the paging index, when it is to be dropped and built again rather than
+ * have `rows` entries moved or inserted out of its order (SQLite, inside a transaction, so that it
+ * is never left dropped by a failure in between): when they are over a quarter of the table.
+ * Building it sorts every incident's entry once (2.8 s for a million, against 17 s to move the
+ * entries of a shuffled million one at a time into an index larger than the page cache).
  */
-async function positionIndexToRebuild(
-  db: Kysely<Database>,
-  accountId: string,
-  offset: number,
-): Promise<string | null> {
-  const { rows } = await sql<{ account: number; total: number }>`
-    SELECT (SELECT count(*) FROM incidents WHERE account_id = ${accountId}) AS account,
-           (SELECT count(*) FROM incidents) AS total`.execute(db);
-  const { account, total } = rows[0] as { account: number; total: number };
-  // The rows from `offset` on are re-ranked.
-  if ((Number(account) - offset) * 4 <= Number(total)) return null;
+async function positionIndexToRebuild(db: Kysely<Database>, rows: number): Promise<string | null> {
+  if (!(db.getExecutor().adapter instanceof SqliteAdapter) || !db.isTransaction) return null;
+  const { total } = await db
+    .selectFrom('incidents')
+    .select((eb) => eb.fn.countAll<number>().as('total'))
+    .executeTakeFirstOrThrow();
+  if (rows * 4 <= Number(total)) return null;
   const index = await sql<{ sql: string }>`
     SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ${POSITION_INDEX}`.execute(db);
   return index.rows[0]?.sql ?? null;
@@ -472,6 +469,23 @@ export const incidentRepository = repository('incidentRepository', {
     return row ?? null;
   },
 
+  /**
+   * Drops the paging index before up to `rows` incidents are inserted against its order (a file
+   * newest first: each insert lands on the index's first page, which splits again and again), when
+   * that is cheaper than inserting their entries (`positionIndexToRebuild`). Returns the statement
+   * that builds it again (`buildPositionIndex`), to run before the positions are read; null when
+   * the index stays.
+   */
+  async dropPositionIndexBefore(db: Kysely<Database>, rows: number): Promise<string | null> {
+    const rebuild = await positionIndexToRebuild(db, rows);
+    if (rebuild !== null) await sql`DROP INDEX ${sql.id(POSITION_INDEX)}`.execute(db);
+    return rebuild;
+  },
+
+  async buildPositionIndex(db: Kysely<Database>, statement: string): Promise<void> {
+    await sql.raw(statement).execute(db);
+  },
+
   async countForAccount(db: Kysely<Database>, accountId: string): Promise<number> {
     const row = await db
       .selectFrom('incidents')
@@ -519,8 +533,11 @@ export const incidentRepository = repository('incidentRepository', {
         WHERE incidents.id = ranked.id AND incidents.position <> ranked.rn`.execute(db);
       return;
     }
-    // Only inside a transaction: the index must never be left dropped by a failure in between.
-    const rebuild = db.isTransaction ? await positionIndexToRebuild(db, accountId, offset) : null;
+    // The rows from `offset` on are re-ranked.
+    const rebuild = await positionIndexToRebuild(
+      db,
+      (await incidentRepository.countForAccount(db, accountId)) - offset,
+    );
     const cache = Object.values((await sql`PRAGMA cache_size`.execute(db)).rows[0] as object)[0] as number;
     // SQLite sizes a sort's share of memory by the page cache: with the import's 16 MiB, this
     // update added 80 MB to the process, with 2 MiB 36 MB, and took no longer (it reads and
