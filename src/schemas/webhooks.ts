@@ -21,8 +21,8 @@ import {
 /**
  * The webhook events as the OpenAPI document's `webhooks` section describes them
  * (docs/webhooks.md): the body `src/webhooks/payload.ts` writes, the three Standard Webhooks
- * headers `src/webhooks/signing.ts` signs it with, and what the delivery loop
- * (`src/webhooks/delivery.ts`) does with the receiver's answer.
+ * headers `src/webhooks/signing.ts` signs it with, and what the delivery worker
+ * (`src/webhooks/record-outcome.ts`) does with the receiver's answer.
  */
 
 /** `object` in a record's event: the very schema the list endpoints render that record with. */

@@ -7,7 +7,8 @@ import { InputError } from '../errors.ts';
  *   entered the public view: it is new, or it came back after a deletion).
  * - `<type>.updated`: the receiver was told of it in this life (it acknowledged a `created` or an
  *   `updated`, or its filter left one out), or the record was in the view when the receiver's
- *   position was set (creation, resend), and it changed. `delivery.ts` keeps what each was told.
+ *   position was set (creation, resend), and it changed. `fetch-batch.ts` reads what each was told,
+ *   `record-outcome.ts` writes it.
  * - `<type>.deleted`: the record left the public view (deleted, deactivated, vendor support).
  * Compacted like the feed: a record changed several times before its event left is sent once, in
  * its latest state, so a record created and then changed is one `created`.

@@ -21,7 +21,7 @@ export interface EventChange {
 /**
  * `<type>.created|updated|deleted` of a change for a receiver that `knows` the record or not: knows
  * it when it was sent a `created` or `updated` of it since the record last entered the view
- * (`delivery.ts` keeps that per endpoint).
+ * (`fetch-batch.ts` reads that per endpoint, `record-outcome.ts` writes it).
  */
 export function eventType(change: EventChange, knows: boolean): string {
   if (change.op === 'delete') return `${change.type}.deleted`;

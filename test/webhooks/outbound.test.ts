@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { InputError } from '../../src/errors.ts';
-import { retryWaitMs } from '../../src/webhooks/delivery.ts';
+import { retryWaitMs } from '../../src/webhooks/retry.ts';
 import { addressProblem, OutboundClient, type Resolver, retryAfterMs } from '../../src/webhooks/outbound.ts';
 import { blockAfterNextWriteTo } from '../faults/busy-loop.ts';
 import { Receiver } from './receiver.ts';
