@@ -6,7 +6,7 @@ import { GUIDES } from '../../src/openapi/guides.ts';
 import { DEFAULT_CHANGES_LIMIT, MAX_CHANGES_LIMIT } from '../../src/routes/public/changes.ts';
 import { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT } from '../../src/routes/public/incidents.ts';
 import { DEFAULT_LIMIT, MAX_LIMIT } from '../../src/routes/wider/pagination.ts';
-import { RETRY_SCHEDULE_S } from '../../src/webhooks/delivery.ts';
+import { RETRY_SCHEDULE_S } from '../../src/webhooks/retry.ts';
 import { DocumentCheck } from './document-check.ts';
 import {
   codeBlocks,
