@@ -10,7 +10,7 @@ import pg from 'pg';
 import type { DestinationStream } from 'pino';
 import { buildApp } from '../src/app.ts';
 import { type Config, loadConfig } from '../src/config.ts';
-import { openDatabase, type Store } from '../src/db/database.ts';
+import { type DatabaseHandle, openDatabase, type Store } from '../src/db/database.ts';
 import { accountRepository } from '../src/db/repositories/accounts.ts';
 import { type IncidentInput, incidentRepository } from '../src/db/repositories/incidents.ts';
 import type { Database } from '../src/db/schema.ts';
@@ -72,6 +72,11 @@ export interface TestContext {
   services: Services;
   config: Config;
   databaseUrl: string;
+  /**
+   * The database as a command opens it (`openDatabase`: none of the server's deadlines), for a
+   * command's work run in-process (an import): a busy machine may take longer than those allow.
+   */
+  readonly commandLineDb: Kysely<Database>;
   close(): Promise<void>;
 }
 
@@ -81,7 +86,9 @@ const SILENT_SERVICES: ServicesLogger = { warn: () => {}, error: () => {} };
 
 /**
  * A migrated database and the whole application on it, ready for `app.inject`. `logStream`
- * receives the log lines (with `LOG_LEVEL` set in `env`), `servicesLogger` what the services say.
+ * receives the log lines (with `LOG_LEVEL` set in `env`), `servicesLogger` what the services say;
+ * `route` gives the URL the server reaches its database by (a fault test's relay), from the
+ * database's own (`databaseUrl` stays the latter).
  */
 export async function createTestContext(
   store: Store,
@@ -89,22 +96,33 @@ export async function createTestContext(
   {
     logStream,
     servicesLogger = SILENT_SERVICES,
-  }: { logStream?: DestinationStream; servicesLogger?: ServicesLogger } = {},
+    route = async (url) => url,
+  }: {
+    logStream?: DestinationStream;
+    servicesLogger?: ServicesLogger;
+    route?: (databaseUrl: string) => Promise<string>;
+  } = {},
 ): Promise<TestContext> {
   const database = await createTestDatabase(store, { migrated: true });
-  const config = loadConfig({ LOG_LEVEL: 'silent', ...env, DATABASE_URL: database.url });
+  const config = loadConfig({ LOG_LEVEL: 'silent', ...env, DATABASE_URL: await route(database.url) });
   const services = await openServices(config, servicesLogger);
   const app = await buildApp(config, services, { logStream });
   await app.ready();
+  let commandLine: DatabaseHandle | undefined;
   return {
     app,
     db: services.database.db,
     services,
     config,
     databaseUrl: database.url,
+    get commandLineDb() {
+      commandLine ??= openDatabase(database.url);
+      return commandLine.db;
+    },
     async close() {
       await app.close();
       await services.close();
+      await commandLine?.destroy();
       await database.drop();
     },
   };

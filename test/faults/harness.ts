@@ -1,15 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { connect, createServer, type Socket } from 'node:net';
-import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
-import type { Kysely } from 'kysely';
 import pg from 'pg';
-import { buildApp } from '../../src/app.ts';
-import { type Config, loadConfig } from '../../src/config.ts';
 import type { Store } from '../../src/db/database.ts';
-import type { Database } from '../../src/db/schema.ts';
-import { openServices, type Services } from '../../src/services/index.ts';
-import { ADMIN_PG_URL, createTestDatabase } from '../helpers.ts';
+import { ADMIN_PG_URL, createTestContext, type TestContext } from '../helpers.ts';
 import { sleep } from '../wait.ts';
 
 /**
@@ -192,14 +186,9 @@ export function recordingLogger() {
   return { lines, logger: { warn: line('warn'), error: line('error'), info: line('info') } };
 }
 
-export interface FaultContext {
-  app: FastifyInstance;
-  db: Kysely<Database>;
-  services: Services;
-  config: Config;
-  databaseUrl: string;
+/** A `TestContext` whose server's log lines are recorded. */
+export interface FaultContext extends TestContext {
   lines: LogLine[];
-  close(): Promise<void>;
 }
 
 /**
@@ -211,25 +200,9 @@ export async function createFaultContext(
   env: Record<string, string> = {},
   route: (databaseUrl: string) => Promise<string> = async (url) => url,
 ): Promise<FaultContext> {
-  const database = await createTestDatabase(store);
-  const config = loadConfig({ LOG_LEVEL: 'silent', ...env, DATABASE_URL: await route(database.url) });
   const { lines, logger } = recordingLogger();
-  const services = await openServices(config, logger);
-  const app = await buildApp(config, services);
-  await app.ready();
-  return {
-    app,
-    db: services.database.db,
-    services,
-    config,
-    databaseUrl: database.url,
-    lines,
-    async close() {
-      await app.close();
-      await services.close();
-      await database.drop();
-    },
-  };
+  const ctx = await createTestContext(store, env, { servicesLogger: logger, route });
+  return Object.assign(ctx, { lines });
 }
 
 /** Runs `work` on a connection of the test's own to the server that holds the test databases. */

@@ -30,7 +30,7 @@ for (const store of STORES) {
     test('deleted incidents leave total, pages and lookups at once; a tombstone keeps the deletion; importing the file again changes nothing', async () => {
       const accountId = randomUUID();
       const records = Array.from({ length: 10 }, (_, i) => incident(accountId, i + 1, minute(i)));
-      await importFile(ctx.db, ndjson([account(accountId), ...records]));
+      await importFile(ctx.commandLineDb, ndjson([account(accountId), ...records]));
       const { rawKey } = await seedKey(ctx.db, accountId);
       // Read once, so that a cached page would be served if the import did not invalidate it.
       assert.equal((await get(rawKey, '/incidents?limit=3&page=2')).body.data.pagination.total, 10);
@@ -40,7 +40,7 @@ for (const store of STORES) {
         ...doomed.map((id) => gone('incident', id, accountId)),
         gone('incident', randomUUID(), accountId),
       ]);
-      const summary = await importFile(ctx.db, deletions);
+      const summary = await importFile(ctx.commandLineDb, deletions);
       // Three were there; the fourth names no incident and deletes nothing.
       assert.deepEqual(summary.deleted, { incident: 3 });
 
@@ -78,7 +78,7 @@ for (const store of STORES) {
       assert.ok((tombstones.at(-1)?.change_seq ?? 0) <= head.data_version);
 
       // The same file again: nothing is there to delete; the data and the tombstones stay as they were.
-      assert.deepEqual((await importFile(ctx.db, deletions)).deleted, { incident: 0 });
+      assert.deepEqual((await importFile(ctx.commandLineDb, deletions)).deleted, { incident: 0 });
       assert.deepEqual((await get(rawKey, '/incidents?limit=200')).body.data.data, all.body.data.data);
       assert.deepEqual(
         await ctx.db
@@ -91,7 +91,7 @@ for (const store of STORES) {
       );
 
       // Imported again, a deleted incident is back, and its tombstone is gone.
-      await importFile(ctx.db, ndjson([records[4]!]));
+      await importFile(ctx.commandLineDb, ndjson([records[4]!]));
       assert.equal((await get(rawKey, `/incidents/${doomed[1]}`)).status, 200);
       assert.equal((await get(rawKey, '/incidents')).body.data.pagination.total, 8);
       assert.deepEqual(
@@ -111,8 +111,11 @@ for (const store of STORES) {
     test("an account id erased and imported again is paged by its new life's holes, not its earlier one's", async () => {
       const accountId = randomUUID();
       const earlier = Array.from({ length: 10 }, (_, i) => incident(accountId, i + 1, minute(i)));
-      await importFile(ctx.db, ndjson([account(accountId), ...earlier]));
-      await importFile(ctx.db, ndjson([1, 2, 5].map((i) => gone('incident', earlier[i]!.id, accountId))));
+      await importFile(ctx.commandLineDb, ndjson([account(accountId), ...earlier]));
+      await importFile(
+        ctx.commandLineDb,
+        ndjson([1, 2, 5].map((i) => gone('incident', earlier[i]!.id, accountId))),
+      );
       const before = await seedKey(ctx.db, accountId);
       // Paged once with its holes: the instance keeps them under the account's feed position.
       assert.equal((await get(before.rawKey, '/incidents?limit=3&page=2')).status, 200);
@@ -121,10 +124,10 @@ for (const store of STORES) {
       await accountDataService.erase(ctx.db, accountId);
       // The new life, with no holes, brought to the same feed position.
       const now = [account(accountId)];
-      await importFile(ctx.db, ndjson(now));
+      await importFile(ctx.commandLineDb, ndjson(now));
       const start = (await accountRow(accountId)).data_version;
       const later = Array.from({ length: position - start }, (_, i) => incident(accountId, i + 1, minute(i)));
-      await importFile(ctx.db, ndjson(later));
+      await importFile(ctx.commandLineDb, ndjson(later));
       assert.equal((await accountRow(accountId)).data_version, position, 'the same feed position');
 
       const after = await seedKey(ctx.db, accountId);
@@ -152,13 +155,13 @@ for (const store of STORES) {
       };
       const department = { type: 'department', id: randomUUID(), account_id: accountId, name: 'Plant' };
       const location = { type: 'location', id: randomUUID(), account_id: accountId, name: 'Dock 4' };
-      await importFile(ctx.db, ndjson([account(accountId), user, department, location]));
+      await importFile(ctx.commandLineDb, ndjson([account(accountId), user, department, location]));
       const { rawKey } = await seedKey(ctx.db, accountId);
       for (const path of ['/users', '/departments', '/locations'])
         assert.equal((await get(rawKey, path)).body.data.length, 1);
 
       const summary = await importFile(
-        ctx.db,
+        ctx.commandLineDb,
         ndjson([
           gone('user', user.id, accountId),
           gone('department', department.id, accountId),
@@ -170,12 +173,12 @@ for (const store of STORES) {
         assert.deepEqual((await get(rawKey, path)).body.data, [], path);
       // Deleting them again takes nothing out: they are out already.
       const again = await importFile(
-        ctx.db,
+        ctx.commandLineDb,
         ndjson([gone('user', user.id, accountId), gone('location', location.id, accountId)]),
       );
       assert.deepEqual(again.deleted, { user: 0, location: 0 });
 
-      await importFile(ctx.db, ndjson([user, department, location]));
+      await importFile(ctx.commandLineDb, ndjson([user, department, location]));
       for (const path of ['/users', '/departments', '/locations'])
         assert.equal((await get(rawKey, path)).body.data.length, 1, path);
     });
@@ -184,7 +187,7 @@ for (const store of STORES) {
       const owner = randomUUID();
       const other = randomUUID();
       const theirs = incident(owner, 1, minute(1));
-      await importFile(ctx.db, ndjson([account(owner), account(other), theirs]));
+      await importFile(ctx.commandLineDb, ndjson([account(owner), account(other), theirs]));
       const cases: [object, RegExp][] = [
         [
           gone('incident', theirs.id, other),
@@ -205,7 +208,7 @@ for (const store of STORES) {
       ];
       for (const [bad, message] of cases) {
         const fresh = incident(other, 2, minute(2));
-        await assert.rejects(importFile(ctx.db, ndjson([fresh, bad])), message);
+        await assert.rejects(importFile(ctx.commandLineDb, ndjson([fresh, bad])), message);
         assert.equal((await accountRow(other)).incident_count, 0);
       }
       assert.equal((await accountRow(owner)).incident_count, 1);
@@ -214,7 +217,7 @@ for (const store of STORES) {
     test('a deletion may carry its own type and the other fields of its type, in either format; not another type, nor an unknown field', async () => {
       const accountId = randomUUID();
       const [first, second, third] = [1, 2, 3].map((n) => incident(accountId, n, minute(n)));
-      await importFile(ctx.db, ndjson([account(accountId), first!, second!, third!]));
+      await importFile(ctx.commandLineDb, ndjson([account(accountId), first!, second!, third!]));
       // A record copied from an export and marked deleted: its other fields, even stale or
       // malformed ones, are ignored.
       const copied = (record: ReturnType<typeof incident>) => ({
@@ -225,16 +228,18 @@ for (const store of STORES) {
       });
       const { type: _type, ...withoutType } = copied(first!);
       const summary = await importFile(
-        ctx.db,
+        ctx.commandLineDb,
         json({ incidents: [withoutType, copied(second!), { ...incident(accountId, 4, minute(4)) }] }),
       );
       assert.deepEqual(summary.deleted, { incident: 2 });
       assert.equal(summary.incident, 1);
-      assert.deepEqual((await importFile(ctx.db, ndjson([copied(third!)]))).deleted, { incident: 1 });
+      assert.deepEqual((await importFile(ctx.commandLineDb, ndjson([copied(third!)]))).deleted, {
+        incident: 1,
+      });
       assert.equal((await accountRow(accountId)).incident_count, 1);
 
       const survivor = incident(accountId, 5, minute(5));
-      await importFile(ctx.db, ndjson([survivor]));
+      await importFile(ctx.commandLineDb, ndjson([survivor]));
       const cases: [string, RegExp][] = [
         [
           json({ incidents: [survivor, { ...copied(survivor), type: 'user' }] }),
@@ -254,7 +259,7 @@ for (const store of STORES) {
         ],
       ];
       for (const [file, message] of cases) {
-        await assert.rejects(importFile(ctx.db, file), message);
+        await assert.rejects(importFile(ctx.commandLineDb, file), message);
         assert.equal((await accountRow(accountId)).incident_count, 2);
       }
     });
@@ -263,7 +268,7 @@ for (const store of STORES) {
       const accountId = randomUUID();
       const kept = incident(accountId, 1, minute(1));
       const changed = incident(accountId, 2, minute(2));
-      await importFile(ctx.db, ndjson([account(accountId), kept, changed]));
+      await importFile(ctx.commandLineDb, ndjson([account(accountId), kept, changed]));
       const seqs = async () =>
         Object.fromEntries(
           (
@@ -276,7 +281,7 @@ for (const store of STORES) {
         );
       const first = await seqs();
       assert.equal((await accountRow(accountId)).data_version, Math.max(first[kept.id]!, first[changed.id]!));
-      await importFile(ctx.db, ndjson([kept, { ...changed, status: 'closed' }]));
+      await importFile(ctx.commandLineDb, ndjson([kept, { ...changed, status: 'closed' }]));
       const second = await seqs();
       assert.equal(second[kept.id], first[kept.id]);
       assert.ok(second[changed.id]! > first[changed.id]!);
@@ -286,8 +291,8 @@ for (const store of STORES) {
     test('tombstones past CHANGES_RETENTION_DAYS are purged by the next import, which records the last seq purged', async (t) => {
       const accountId = randomUUID();
       const records = [1, 2, 3].map((n) => incident(accountId, n, minute(n)));
-      await importFile(ctx.db, ndjson([account(accountId), ...records]));
-      await importFile(ctx.db, ndjson([gone('incident', records[0]!.id, accountId)]));
+      await importFile(ctx.commandLineDb, ndjson([account(accountId), ...records]));
+      await importFile(ctx.commandLineDb, ndjson([gone('incident', records[0]!.id, accountId)]));
       const [tombstone] = await ctx.db
         .selectFrom('incident_tombstones')
         .select('change_seq')
@@ -299,7 +304,7 @@ for (const store of STORES) {
       // tombstone past the retention however long a busy machine makes it take.
       t.mock.timers.enable({ apis: ['Date'], now: Date.now() + 2500 });
       // A retention of 2 s: the tombstone above is older, the one this import leaves is not.
-      await importFile(ctx.db, ndjson([gone('incident', records[1]!.id, accountId)]), {
+      await importFile(ctx.commandLineDb, ndjson([gone('incident', records[1]!.id, accountId)]), {
         retentionDays: 2 / 86_400,
       });
       const left = await ctx.db
@@ -320,7 +325,7 @@ for (const store of STORES) {
       let model: { id: string; created_at: string }[] = [];
       const load = async (records: ReturnType<typeof incident>[], deletions: string[] = []) => {
         await importFile(
-          ctx.db,
+          ctx.commandLineDb,
           ndjson([...records, ...deletions.map((id) => gone('incident', id, accountId))]),
         );
         model = [
@@ -368,7 +373,7 @@ for (const store of STORES) {
           .where('account_id', '=', accountId)
           .execute();
 
-      await importFile(ctx.db, ndjson([account(accountId)]));
+      await importFile(ctx.commandLineDb, ndjson([account(accountId)]));
       await load(Array.from({ length: 900 }, (_, i) => incident(accountId, i + 1, minute(i))));
       await check('in order');
       assert.deepEqual(await holes(), []);

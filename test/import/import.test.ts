@@ -70,7 +70,7 @@ for (const store of STORES) {
     test('NDJSON: every record type, then the API serves it with a correct total and order', async () => {
       const dept = randomUUID();
       const counts = await importFile(
-        ctx.db,
+        ctx.commandLineDb,
         ndjson([
           account(accountId),
           {
@@ -129,7 +129,7 @@ for (const store of STORES) {
           .data;
       const first = (await page()).data[0];
       await importFile(
-        ctx.db,
+        ctx.commandLineDb,
         ndjson([
           { ...incident(accountId, 3, first.created_at), id: first.id, status: 'closed' },
           incident(accountId, 9, '2024-06-01T00:00:00Z'),
@@ -155,7 +155,7 @@ for (const store of STORES) {
     test('JSON document with sections, in dependency order whatever the order in the file', async () => {
       const other = randomUUID();
       const counts = await importFile(
-        ctx.db,
+        ctx.commandLineDb,
         json({
           incidents: [{ ...incident(other, 1, '2025-02-01T00:00:00Z'), type: undefined }],
           accounts: [{ id: other, name: 'Other', api_access: false }],
@@ -181,10 +181,10 @@ for (const store of STORES) {
       const accounts = [{ id: target, name: 'Long' }];
       const bad = incidents.map((r, i) => (i === 4321 ? { ...r, status: '' } : r));
       await assert.rejects(
-        importFile(ctx.db, json({ accounts, incidents: bad })),
+        importFile(ctx.commandLineDb, json({ accounts, incidents: bad })),
         /^InputError: incidents\[4321\]: field "status" must not be empty/,
       );
-      assert.equal((await importFile(ctx.db, json({ accounts, incidents }))).incident, 4500);
+      assert.equal((await importFile(ctx.commandLineDb, json({ accounts, incidents }))).incident, 4500);
       await assertPagedInOrder(target);
     });
 
@@ -301,14 +301,14 @@ for (const store of STORES) {
         ],
       ];
       for (const [path, expected] of cases) {
-        await assert.rejects(importFile(ctx.db, path), (error: Error) => {
+        await assert.rejects(importFile(ctx.commandLineDb, path), (error: Error) => {
           assert.match(error.message, expected);
           return true;
         });
       }
       const broken = join(dir, 'broken.ndjson');
       writeFileSync(broken, `${JSON.stringify(account(fresh))}\n{"type": "incident",\n`);
-      await assert.rejects(importFile(ctx.db, broken), /^InputError: line 2: not valid JSON/);
+      await assert.rejects(importFile(ctx.commandLineDb, broken), /^InputError: line 2: not valid JSON/);
       // A line longer than any record (here 3 MiB with no line break) is refused by its number
       // before the reader holds it whole.
       const endless = join(dir, 'endless.ndjson');
@@ -317,20 +317,26 @@ for (const store of STORES) {
         `${JSON.stringify(account(fresh))}\n{"type": "incident", "description": "${'x'.repeat(3 << 20)}`,
       );
       await assert.rejects(
-        importFile(ctx.db, endless),
+        importFile(ctx.commandLineDb, endless),
         /^InputError: line 2: longer than 1,000,000 characters/,
       );
       await assert.rejects(
         importFile(
-          ctx.db,
+          ctx.commandLineDb,
           json({ accounts: [{ ...account(fresh), type: undefined }], incidents: [{ id: 1 }] }),
         ),
         /^InputError: incidents\[0\]: field "id" must be a UUID/,
       );
-      await assert.rejects(importFile(ctx.db, json({ accounts: {} })), /"accounts" must be an array/);
-      await assert.rejects(importFile(ctx.db, json({ things: [] })), /"things" is not a section/);
-      await assert.rejects(importFile(ctx.db, join(dir, 'missing.ndjson')), /no such file/);
-      await assert.rejects(importFile(ctx.db, join(dir, 'data.csv')), /must end in \.json or \.ndjson/);
+      await assert.rejects(
+        importFile(ctx.commandLineDb, json({ accounts: {} })),
+        /"accounts" must be an array/,
+      );
+      await assert.rejects(importFile(ctx.commandLineDb, json({ things: [] })), /"things" is not a section/);
+      await assert.rejects(importFile(ctx.commandLineDb, join(dir, 'missing.ndjson')), /no such file/);
+      await assert.rejects(
+        importFile(ctx.commandLineDb, join(dir, 'data.csv')),
+        /must end in \.json or \.ndjson/,
+      );
 
       assert.deepEqual({ accounts: await count('accounts'), incidents: await count('incidents') }, before);
     });
@@ -340,7 +346,7 @@ for (const store of STORES) {
       const other = randomUUID();
       await assert.rejects(
         importFile(
-          ctx.db,
+          ctx.commandLineDb,
           ndjson([account(other), { ...incident(other, 1, '2025-01-01T00:00:00Z'), id: existing!.id }]),
         ),
         /^InputError: line 2: field "account_id": record ".*" already belongs to another account/,
@@ -359,7 +365,7 @@ for (const store of STORES) {
       const at = (slot: number) => new Date(start + slot * 60_000).toISOString();
       const descending: object[] = [account(target)];
       for (let i = 2999; i >= 0; i -= 1) descending.push(incident(target, i + 1, at(i * 2)));
-      await importFile(ctx.db, ndjson(descending));
+      await importFile(ctx.commandLineDb, ndjson(descending));
       await assertPagedInOrder(target);
 
       // Odd slots fall between the existing ones, a few before and after all of them.
@@ -368,7 +374,7 @@ for (const store of STORES) {
         const slot = ((i * 7919) % 1500) * 4 - 1 + (i % 3 === 0 ? 6000 : 0);
         shuffled.push(incident(target, 5000 + i, at(slot)));
       }
-      await importFile(ctx.db, ndjson(shuffled));
+      await importFile(ctx.commandLineDb, ndjson(shuffled));
       await assertPagedInOrder(target);
     });
 
@@ -378,11 +384,11 @@ for (const store of STORES) {
       for (let i = 0; i < 1200; i += 1) {
         records.push(incident(target, i + 1, `2025-03-0${1 + (i % 3)}T00:00:00.000Z`));
       }
-      await importFile(ctx.db, ndjson(records));
+      await importFile(ctx.commandLineDb, ndjson(records));
       await assertPagedInOrder(target);
       // More of the same instants, arriving after: they interleave with the earlier ones by id.
       await importFile(
-        ctx.db,
+        ctx.commandLineDb,
         ndjson(Array.from({ length: 300 }, (_, i) => incident(target, 2000 + i, '2025-03-02T00:00:00.000Z'))),
       );
       await assertPagedInOrder(target);
@@ -393,11 +399,11 @@ for (const store of STORES) {
       const records: object[] = [account(target)];
       for (let i = 0; i < 50; i += 1)
         records.push(incident(target, i + 1, `2025-04-01T00:${String(i).padStart(2, '0')}:00Z`));
-      await importFile(ctx.db, ndjson(records));
+      await importFile(ctx.commandLineDb, ndjson(records));
       const oldest = records[1] as { id: string };
       const newest = records[50] as { id: string };
       await importFile(
-        ctx.db,
+        ctx.commandLineDb,
         ndjson([
           { ...oldest, created_at: '2025-05-01T00:00:00Z' },
           { ...newest, created_at: '2025-03-01T00:00:00Z' },
@@ -426,7 +432,7 @@ for (const store of STORES) {
     async function takenAndANewAccount(incidents: number) {
       const owner = randomUUID();
       const taken = incident(owner, 1, '2025-01-01T00:00:00Z');
-      await importFile(ctx.db, ndjson([account(owner), taken]));
+      await importFile(ctx.commandLineDb, ndjson([account(owner), taken]));
       const before = await count('incidents');
       const other = randomUUID();
       const records: object[] = [account(other)];
@@ -441,7 +447,7 @@ for (const store of STORES) {
       // Line 2,702: after at least one full batch was written, neither first nor last in its own.
       records[2701] = { ...(records[2701] as object), id: taken.id };
       await assert.rejects(
-        importFile(ctx.db, ndjson(records)),
+        importFile(ctx.commandLineDb, ndjson(records)),
         new RegExp(
           `^InputError: line 2702: field "account_id": record "${taken.id}" already belongs to another account`,
         ),
@@ -462,7 +468,7 @@ for (const store of STORES) {
       records[1501] = { ...(records[1501] as object), id: taken.id };
       records[3000] = { ...(records[3000] as object), severity_impact: -1 };
       await assert.rejects(
-        importFile(ctx.db, ndjson(records)),
+        importFile(ctx.commandLineDb, ndjson(records)),
         new RegExp(
           `^InputError: line 1502: field "account_id": record "${taken.id}" already belongs to another account`,
         ),
@@ -486,7 +492,7 @@ for (const store of STORES) {
             : { severity_likelihood: null, severity_impact: null };
         sent.push(incident(target, i + 1, new Date(Date.UTC(2025, 0, 1) + i * 1000).toISOString(), extra));
       }
-      await importFile(ctx.db, ndjson([account(target), ...sent]));
+      await importFile(ctx.commandLineDb, ndjson([account(target), ...sent]));
       const stored = await ctx.db
         .selectFrom('incidents')
         .selectAll()
@@ -520,7 +526,7 @@ for (const store of STORES) {
       const again = sent.map((record, index) =>
         index === 10 || index === 4000 ? { ...record, status: 'closed' } : record,
       );
-      await importFile(ctx.db, ndjson([account(target), ...again]));
+      await importFile(ctx.commandLineDb, ndjson([account(target), ...again]));
       const moved = await ctx.db
         .selectFrom('incidents')
         .select(['id', 'change_seq', 'created_seq'])
@@ -538,13 +544,16 @@ for (const store of STORES) {
     test('new incidents, then stored ones and one met twice, over several batches: loaded as one upsert', async () => {
       const target = randomUUID();
       const stored = Array.from({ length: 2500 }, (_, i) => incident(target, i + 1, minute(i)));
-      await importFile(ctx.db, ndjson([account(target), ...stored]));
+      await importFile(ctx.commandLineDb, ndjson([account(target), ...stored]));
 
       const fresh = Array.from({ length: 3000 }, (_, i) => incident(target, 5000 + i, minute(10_000 + i)));
       const updates = stored.slice(0, 10).map((record) => ({ ...record, status: 'closed' }));
       const again = { ...fresh[5], description: 'met again' };
       const last = incident(target, 9999, minute(20_000));
-      const counts = await importFile(ctx.db, ndjson([account(target), ...fresh, ...updates, again, last]));
+      const counts = await importFile(
+        ctx.commandLineDb,
+        ndjson([account(target), ...fresh, ...updates, again, last]),
+      );
       assert.deepEqual(counts, {
         account: 1,
         department: 0,
@@ -592,7 +601,7 @@ for (const store of STORES) {
         );
       }
       const path = ndjson(records);
-      assert.deepEqual(await importFile(ctx.db, path), {
+      assert.deepEqual(await importFile(ctx.commandLineDb, path), {
         account: 1,
         department: 0,
         location: 0,
@@ -611,7 +620,7 @@ for (const store of STORES) {
       // Longer than two reads, shorter than any line is allowed to be: refused for its field, on its line.
       const long = incident(target, 1, '2025-01-01T00:00:00Z', { description: 'x'.repeat(300_000) });
       await assert.rejects(
-        importFile(ctx.db, ndjson([account(target), long, incident(target, 2, 'soon')])),
+        importFile(ctx.commandLineDb, ndjson([account(target), long, incident(target, 2, 'soon')])),
         /^InputError: line 2: field "description" must be at most 100000 characters/,
       );
     });
@@ -623,9 +632,12 @@ for (const store of STORES) {
         JSON.stringify(r),
       );
       writeFileSync(path, `${lines.join('\r\n')}\r\r\n{"type": "incident", "id": 1}\r\n`);
-      await assert.rejects(importFile(ctx.db, path), /^InputError: line 4: field "id" must be a UUID/);
+      await assert.rejects(
+        importFile(ctx.commandLineDb, path),
+        /^InputError: line 4: field "id" must be a UUID/,
+      );
       writeFileSync(path, `${lines.join('\r')}\r`);
-      assert.deepEqual(await importFile(ctx.db, path), {
+      assert.deepEqual(await importFile(ctx.commandLineDb, path), {
         account: 1,
         department: 0,
         location: 0,
@@ -660,23 +672,26 @@ for (const store of STORES) {
       both[19_999] = unknownAccount;
       both[29_999] = '{"type": "incident",';
       await assert.rejects(
-        importFile(ctx.db, write(both)),
+        importFile(ctx.commandLineDb, write(both)),
         /^InputError: line 20000: field "account_id" names no account/,
       );
       // The reader's problem comes first in the file: it wins, however late the writes would fail.
       const readerFirst = [...lines];
       readerFirst[1_000] = '{"type": "incident",';
       readerFirst[20_000] = unknownAccount;
-      await assert.rejects(importFile(ctx.db, write(readerFirst)), /^InputError: line 1001: not valid JSON/);
+      await assert.rejects(
+        importFile(ctx.commandLineDb, write(readerFirst)),
+        /^InputError: line 1001: not valid JSON/,
+      );
       // The very last line, after every read and most batches.
       const last = [...lines];
       last[30_000] = JSON.stringify({ ...records[30_000], severity_impact: 'high' });
       await assert.rejects(
-        importFile(ctx.db, write(last)),
+        importFile(ctx.commandLineDb, write(last)),
         /^InputError: line 30001: field "severity_impact" must be a whole number/,
       );
       assert.equal(await count('incidents'), before);
-      assert.deepEqual((await importFile(ctx.db, write(lines))).incident, 30_000);
+      assert.deepEqual((await importFile(ctx.commandLineDb, write(lines))).incident, 30_000);
       assert.equal(await count('incidents'), before + 30_000);
     });
 
@@ -693,9 +708,14 @@ for (const store of STORES) {
       const own = await pragmas();
       assert.equal(own.foreign_keys, 1);
       const target = randomUUID();
-      await importFile(ctx.db, ndjson([account(target), incident(target, 1, '2025-01-01T00:00:00Z')]));
+      await importFile(
+        ctx.commandLineDb,
+        ndjson([account(target), incident(target, 1, '2025-01-01T00:00:00Z')]),
+      );
       assert.deepEqual(await pragmas(), own);
-      await assert.rejects(importFile(ctx.db, ndjson([incident(randomUUID(), 1, '2025-01-01T00:00:00Z')])));
+      await assert.rejects(
+        importFile(ctx.commandLineDb, ndjson([incident(randomUUID(), 1, '2025-01-01T00:00:00Z')])),
+      );
       assert.deepEqual(await pragmas(), own);
       // Foreign keys are enforced again: an incident of no account is refused by the store itself.
       await assert.rejects(
@@ -714,7 +734,7 @@ for (const store of STORES) {
         const slot = (i * 7919) % 2500;
         records.push(incident(big, slot + 1, new Date(start + slot * 1000).toISOString()));
       }
-      await importFile(ctx.db, ndjson(records));
+      await importFile(ctx.commandLineDb, ndjson(records));
       const { rawKey } = await seedKey(ctx.db, big);
       const page = (
         await ctx.app.inject({ url: '/api/v1/public/incidents?limit=200&page=13', headers: bearer(rawKey) })

@@ -122,7 +122,7 @@ for (const store of STORES) {
 
     before(async () => {
       const ctx = await fresh();
-      await importFile(ctx.db, ndjson([...header, ...oldest]));
+      await importFile(ctx.commandLineDb, ndjson([...header, ...oldest]));
       reference = await observe(ctx);
       // Dense ranks: the reference is right, not only equal.
       assert.deepEqual(
@@ -139,7 +139,7 @@ for (const store of STORES) {
     for (const [order, file] of Object.entries(orders)) {
       test(`${order}: the same rows, positions, pages and changes as oldest first`, async () => {
         const ctx = await fresh();
-        const summary = await importFile(ctx.db, file);
+        const summary = await importFile(ctx.commandLineDb, file);
         assert.equal(summary.incident, INCIDENTS);
         const seen = await observe(ctx);
         assert.deepEqual(seen.incidents, reference.incidents);
@@ -163,7 +163,7 @@ for (const store of STORES) {
         incident_number: `INC-2025-${9000 + i}`,
       }));
       await importFile(
-        ctx.db,
+        ctx.commandLineDb,
         ndjson([
           ...header,
           account(other),
@@ -178,7 +178,7 @@ for (const store of STORES) {
       assert.ok(holes.length > 0, 'the empty positions are listed as holes');
       // And the next import in order goes on from there.
       const later = incident(accountId, 9999, minute(INCIDENTS + 10));
-      await importFile(ctx.db, ndjson([later]));
+      await importFile(ctx.commandLineDb, ndjson([later]));
       const { rawKey } = await seedKey(ctx.db, accountId);
       const first = (
         await ctx.app.inject({ url: '/api/v1/public/incidents?limit=1', headers: bearer(rawKey) })
@@ -196,7 +196,7 @@ for (const store of STORES) {
 
     test('newest first into an account with incidents and a deletion among them, then an older one: pages stay right', async () => {
       const ctx = await fresh();
-      await importFile(ctx.db, ndjson([...header, ...oldest.slice(0, 1000)]));
+      await importFile(ctx.commandLineDb, ndjson([...header, ...oldest.slice(0, 1000)]));
       const rest = oldest.slice(1000).reverse();
       // Newest first, with a deletion of a stored incident among them.
       const mixed = [
@@ -204,7 +204,7 @@ for (const store of STORES) {
         gone('incident', oldest[10]?.id as string, accountId),
         ...rest.slice(500),
       ];
-      await importFile(ctx.db, ndjson(mixed));
+      await importFile(ctx.commandLineDb, ndjson(mixed));
       const ids = (seen: Awaited<ReturnType<typeof observe>>) =>
         seen.pages.flatMap((page) => (page as { data: { id: string }[] }).data.map((i) => i.id));
       const expected = oldest
@@ -214,7 +214,7 @@ for (const store of STORES) {
       assert.deepEqual(ids(await observe(ctx)), expected);
       // An incident older than every stored one: the account is ranked again, holes and all.
       const older = { ...oldest[10], id: randomUUID(), created_at: minute(-100) };
-      await importFile(ctx.db, ndjson([older]));
+      await importFile(ctx.commandLineDb, ndjson([older]));
       const seen = await observe(ctx);
       assert.deepEqual(ids(seen), [...expected, older.id]);
       assert.deepEqual(

@@ -206,7 +206,7 @@ for (const store of STORES) {
         .where('id', '=', deactivated.id)
         .executeTakeFirstOrThrow();
       await importFile(
-        server.ctx.db,
+        server.ctx.commandLineDb,
         ndjson([
           {
             type: 'user',

@@ -40,7 +40,7 @@ for (const store of STORES) {
     async function importRecords(records: object[]): Promise<void> {
       const file = join(files, `${randomUUID()}.ndjson`);
       writeFileSync(file, records.map((record) => JSON.stringify(record)).join('\n'));
-      await importFile(ctx.db, file);
+      await importFile(ctx.commandLineDb, file);
     }
 
     test('every event type is documented with the three headers, a body and what answers do', () => {

@@ -84,7 +84,7 @@ for (const store of STORES) {
       Object.assign(incidents[1]!, { description: QUOTED, location: 'Dock 3' });
       users.push(user(accountId, 'Ann'), user(accountId, 'Bob'), user(accountId, 'Cy'));
       await importFile(
-        ctx.db,
+        ctx.commandLineDb,
         ndjson([
           account(accountId, { rate_limit_per_hour: 10_000 }),
           named('department', accountId, 'Operations'),
@@ -153,9 +153,9 @@ for (const store of STORES) {
       assert.deepEqual([malformed.status, malformed.code], [401, 'API_KEY_REQUIRED']);
       // A key made while the plan had API access, then the plan without it.
       const withoutPlan = randomUUID();
-      await importFile(ctx.db, ndjson([account(withoutPlan)]));
+      await importFile(ctx.commandLineDb, ndjson([account(withoutPlan)]));
       const planless = createClient({ baseUrl, apiKey: (await seedKey(ctx.db, withoutPlan)).rawKey });
-      await importFile(ctx.db, ndjson([account(withoutPlan, { api_access: false })]));
+      await importFile(ctx.commandLineDb, ndjson([account(withoutPlan, { api_access: false })]));
       const refused = await apiError(planless.listUsers());
       assert.deepEqual([refused.status, refused.code], [403, 'FEATURE_NOT_AVAILABLE']);
       assert.ok(refused instanceof PermissionError, refused.name);
@@ -298,7 +298,7 @@ for (const store of STORES) {
       // An account of its own: the test changes its data.
       const own = randomUUID();
       const owned = [1, 2, 3].map((n) => incident(own, n, minute(n)));
-      await importFile(ctx.db, ndjson([account(own, { rate_limit_per_hour: 1000 }), ...owned]));
+      await importFile(ctx.commandLineDb, ndjson([account(own, { rate_limit_per_hour: 1000 }), ...owned]));
       const { rawKey: ownKey } = await seedKey(ctx.db, own);
       const exchanges: { path: string; ifNoneMatch: string | null; status: number; etag: string | null }[] =
         [];
@@ -351,7 +351,10 @@ for (const store of STORES) {
       );
 
       // Changed on the service: a 200 with the new data, which replaces the kept one.
-      await importFile(ctx.db, ndjson([{ ...owned[2]!, status: 'closed', updated_at: minute(50) }]));
+      await importFile(
+        ctx.commandLineDb,
+        ndjson([{ ...owned[2]!, status: 'closed', updated_at: minute(50) }]),
+      );
       exchanges.length = 0;
       const changed = await cached.listIncidents({ limit: 2 });
       assert.equal(changed.data.data[0]?.status, 'closed');
@@ -439,7 +442,7 @@ for (const store of STORES) {
       // Later: an incident changes, another is deleted, a user is deactivated.
       const [changedIncident, deletedIncident] = [incidents[2]!, incidents[3]!];
       await importFile(
-        ctx.db,
+        ctx.commandLineDb,
         ndjson([
           { ...changedIncident, status: 'closed', updated_at: minute(100) },
           gone('incident', deletedIncident.id, accountId),

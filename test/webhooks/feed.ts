@@ -27,7 +27,7 @@ export async function importRecords(ctx: TestContext, records: object[]): Promis
   try {
     const path = join(dir, `${randomUUID()}.ndjson`);
     writeFileSync(path, records.map((record) => JSON.stringify(record)).join('\n'));
-    await importFile(ctx.db, path, { retentionDays: ctx.config.changesRetentionDays });
+    await importFile(ctx.commandLineDb, path, { retentionDays: ctx.config.changesRetentionDays });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -434,7 +434,7 @@ for (const store of STORES) {
 
       /** Imports `batch`, remembering what each record now is and when it was imported. */
       const load = async (batch: ImportRecord[]): Promise<void> => {
-        await importFile(ctx.db, ndjson(batch));
+        await importFile(ctx.commandLineDb, ndjson(batch));
         for (const record of batch) {
           const key = `${record.type}:${record.id}`;
           touches.set(key, [...(touches.get(key) ?? []), pagesSeen]);

@@ -56,7 +56,7 @@ for (const store of STORES) {
       files += 1;
       const path = join(dir, `import-${files}.ndjson`);
       writeFileSync(path, `${records.map((r) => JSON.stringify(r)).join('\n')}\n`);
-      await importFile(ctx.db, path);
+      await importFile(ctx.commandLineDb, path);
     };
 
     /** An account with `incidents` incidents, one user and one department, and a key. */

@@ -456,7 +456,7 @@ for (const store of STORES) {
         }));
         const file = join(tmpdir(), `${randomUUID()}.ndjson`);
         writeFileSync(file, [...changed, ...added].map((record) => JSON.stringify(record)).join('\n'));
-        await importFile(ctx.db, file);
+        await importFile(ctx.commandLineDb, file);
         assert.equal((await listAll()).length, before.length + 2, 'the import is visible to the lists');
 
         const body = Buffer.concat([first, await rest(response)]).toString('utf8');
