@@ -121,7 +121,10 @@ export function postgresSnapshots(
       let healthy = true;
       const release = async () => {
         if (healthy) await sql`rollback`.execute(db).catch(() => (healthy = false));
-        // A connection that failed is closed rather than handed to the next snapshot.
+        // A connection that failed is closed rather than handed to the next snapshot. Until its
+        // socket is closed it may still report an error (its server killed it meanwhile, as a
+        // dropped database does): the pool no longer listens to it, so this does.
+        if (!healthy) client.on('error', () => {});
         client.release(!healthy);
       };
       /**
@@ -139,6 +142,7 @@ export function postgresSnapshots(
         healthy = false;
         const end = (error: Error) => () => {
           rows.destroy(error);
+          client.on('error', () => {});
           client.end().catch(() => {});
         };
         const chunks = (rows as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
