@@ -324,8 +324,8 @@ export const webhookService = {
   },
 
   /**
-   * Edits an endpoint's URL, event filter or description; its secrets, position, state and retry
-   * state stay. A new URL is checked as a new endpoint's is, and a new URL or filter may not repeat
+   * Edits an endpoint's URL, event filter or description; its secrets, position and state stay, and
+   * so does its retry state unless the URL changes (the failures were the old receiver's). A new URL is checked as a new endpoint's is, and a new URL or filter may not repeat
    * another endpoint's of the account. The holder of its lease lets it go, so that deliveries
    * start again from the stored row: the next attempt goes to the new URL, through the new filter.
    */
@@ -354,7 +354,14 @@ export const webhookService = {
     await change(
       db,
       row,
-      { url, events, description, ...(retargeted ? { duplicate_of: null } : {}) },
+      {
+        url,
+        events,
+        description,
+        ...(retargeted ? { duplicate_of: null } : {}),
+        // The failures were the old receiver's: the new one is tried at once, on a clean slate.
+        ...(url === row.url ? {} : NOT_FAILING),
+      },
       { actor, action: 'updated', detail: changed.join('; ') },
       {
         releaseLease: retargeted,
