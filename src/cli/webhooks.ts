@@ -151,7 +151,9 @@ const UPDATE_USAGE =
 const update: Command = {
   name: 'webhooks update',
   summary: "Edit an endpoint's URL, event filter or description; its secret, position and state stay",
-  usage: ['safety-api webhooks update ENDPOINT_ID [--url URL] [--events TYPES] [--description TEXT] [--json]'],
+  usage: [
+    'safety-api webhooks update ENDPOINT_ID [--url URL] [--events TYPES] [--description TEXT] [--json]',
+  ],
   notes: [
     '--url          checked as for create: https:// on a public address unless WEBHOOKS_ALLOW_PRIVATE=true',
     '--events       comma-separated types or wildcards, as for create',

@@ -349,7 +349,9 @@ export const webhookService = {
         : [`description ${descriptionText(row.description)} → ${descriptionText(description)}`]),
     ];
     if (changed.length === 0)
-      throw new InputError('nothing to change: the endpoint already has this URL, these events and this description');
+      throw new InputError(
+        'nothing to change: the endpoint already has this URL, these events and this description',
+      );
     const retargeted = url !== row.url || events !== row.events;
     await change(
       db,
