@@ -325,8 +325,9 @@ export const webhookService = {
 
   /**
    * Edits an endpoint's URL, event filter or description; its secrets, position and state stay, and
-   * so does its retry state unless the URL changes (the failures were the old receiver's). A new URL is checked as a new endpoint's is, and a new URL or filter may not repeat
-   * another endpoint's of the account. The holder of its lease lets it go, so that deliveries
+   * so does its retry state unless the URL changes (the failures were the old receiver's). A new
+   * URL is checked as a new endpoint's is, and a new URL or filter may not repeat another endpoint's
+   * of the account. When either changes, the holder of the lease lets it go, so that deliveries
    * start again from the stored row: the next attempt goes to the new URL, through the new filter.
    */
   async update(
