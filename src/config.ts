@@ -788,6 +788,12 @@ export const ENVIRONMENT = {
     doc: 'an endpoint failing this long is disabled, with the reason',
     reading: number({ min: 0.0001, max: 8760, unit: 'hours' }),
   },
+  WEBHOOK_MAX_ENDPOINTS: {
+    field: 'webhookMaxEndpoints',
+    default: '20',
+    doc: 'the most webhook endpoints one account may have; creating one more is refused',
+    reading: whole(1, 1000),
+  },
   WEBHOOK_LEASE_SECONDS: {
     field: 'webhookLeaseSeconds',
     default: '30',

@@ -30,7 +30,10 @@ function withWebhooks<T>(io: Io, work: (deps: WebhookDeps, config: Config) => Pr
         timeoutMs: config.webhookTimeoutMs,
       });
       try {
-        return await work({ db, outbound, secretsKey: config.webhookSecretsKey }, config);
+        return await work(
+          { db, outbound, secretsKey: config.webhookSecretsKey, maxEndpoints: config.webhookMaxEndpoints },
+          config,
+        );
       } finally {
         await outbound.close();
       }
@@ -139,6 +142,45 @@ const show: Command = {
         `  ${a.at}  ${a.webhook_id}  ${a.type}  ${a.status ?? '-'}  ${a.duration_ms} ms${a.error === null ? '' : `  ${a.error}`}`,
       );
     }
+  },
+};
+
+const UPDATE_USAGE =
+  'usage: safety-api webhooks update ENDPOINT_ID [--url URL] [--events TYPES] [--description TEXT] [--json]';
+
+const update: Command = {
+  name: 'webhooks update',
+  summary: "Edit an endpoint's URL, event filter or description; its secret, position and state stay",
+  usage: [
+    'safety-api webhooks update ENDPOINT_ID [--url URL] [--events TYPES] [--description TEXT] [--json]',
+  ],
+  notes: [
+    '--url          checked as for create: https:// on a public address unless WEBHOOKS_ALLOW_PRIVATE=true',
+    '--events       comma-separated types or wildcards, as for create',
+    '--description  "" removes it',
+    '--json         the endpoint as show --json prints it',
+    'Deliveries go on from the same position: the next attempt goes to the new URL, through the new filter.',
+  ],
+  example: `safety-api webhooks update ${ENDPOINT_ID} --url https://bi.acme.example/hooks/safety-v2 --events "incident.*"`,
+  async run(args, io) {
+    const { values, positionals: ids } = parseArgs({
+      args,
+      allowPositionals: true,
+      options: {
+        url: { type: 'string' },
+        events: { type: 'string' },
+        description: { type: 'string' },
+        json: { type: 'boolean', default: false },
+      },
+    });
+    if (ids.length !== 1) throw new InputError(UPDATE_USAGE);
+    const { url, events, description } = values;
+    if (url === undefined && events === undefined && description === undefined)
+      throw new InputError(`nothing to change: give --url, --events or --description (${UPDATE_USAGE})`);
+    const endpoint = await withWebhooks(io, (deps) =>
+      webhookService.update(deps, ids[0] as string, ACTOR, { url, events, description }),
+    );
+    io.out(values.json ? JSON.stringify(endpoint) : `Updated ${describe(endpoint)}`);
   },
 };
 
@@ -257,5 +299,5 @@ const resend: Command = {
 export const webhooksCommands: CommandGroup = {
   name: 'webhooks',
   summary: 'Manage webhook endpoints: the changes feed pushed as signed POSTs',
-  subcommands: [create, list, show, ...stateChanges, rotateSecret, test, resend],
+  subcommands: [create, list, show, update, ...stateChanges, rotateSecret, test, resend],
 };

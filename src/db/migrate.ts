@@ -10,6 +10,7 @@ import * as keyUsage from './migrations/0008_key_usage.ts';
 import * as oauthClientLifecycle from './migrations/0009_oauth_client_lifecycle.ts';
 import * as webhookAcknowledged from './migrations/0010_webhook_acknowledged.ts';
 import * as webhookPreviousSecrets from './migrations/0011_webhook_previous_secrets.ts';
+import * as webhookEndpointBounds from './migrations/0012_webhook_endpoint_bounds.ts';
 import { openDatabase, storeBehind } from './database.ts';
 import { healthRepository } from './repositories/health.ts';
 import { migrationStateRepository } from './repositories/migration-state.ts';
@@ -44,6 +45,7 @@ export const migrations: Record<string, ReleaseMigration> = {
   '0009_oauth_client_lifecycle': oauthClientLifecycle,
   '0010_webhook_acknowledged': webhookAcknowledged,
   '0011_webhook_previous_secrets': webhookPreviousSecrets,
+  '0012_webhook_endpoint_bounds': webhookEndpointBounds,
 };
 
 export interface MigrationReport {

@@ -201,7 +201,7 @@ export interface WebhookEndpointsTable {
   account_id: string;
   url: string;
   description: string | null;
-  /** JSON array of event types and wildcards (`incident.*`, `*`). */
+  /** JSON array of event types and wildcards (`incident.*`, `*`), in canonical form (`canonicalFilter`). */
   events: string;
   /** `active` or `disabled`. */
   state: string;
@@ -217,6 +217,13 @@ export interface WebhookEndpointsTable {
    * `previous_secret`. Null before any rotation by a release that writes it (migration 0011).
    */
   previous_secrets: ColumnType<string | null, string | null | undefined, string | null>;
+  /**
+   * Null for every endpoint but those that already had the URL and event filter of an older one of
+   * their account when one per URL and filter became the rule (migration 0012): the older one's id.
+   * The unique index on (account, URL, events) leaves those out; an edit of their URL or events
+   * clears it, and the edited endpoint is held to the rule like any other.
+   */
+  duplicate_of: ColumnType<string | null, string | null | undefined, string | null>;
   /** The seq of the last change delivered (or skipped by the filter): delivery goes on after it. */
   position: number;
   /**

@@ -176,7 +176,12 @@ export async function openServices(
     lastUse,
     keyUsage,
     signIn: SignIn.create(redis),
-    webhookDeps: { db: database.db, outbound, secretsKey: config.webhookSecretsKey },
+    webhookDeps: {
+      db: database.db,
+      outbound,
+      secretsKey: config.webhookSecretsKey,
+      maxEndpoints: config.webhookMaxEndpoints,
+    },
     webhooks,
     async close() {
       // All write to the store, each within its deadline: side by side, so that a store that does

@@ -37,6 +37,8 @@ export interface WebhookDeps {
   outbound: OutboundClient;
   /** WEBHOOK_SECRETS_KEY, or null for the key kept in the database. */
   secretsKey: Buffer | null;
+  /** WEBHOOK_MAX_ENDPOINTS: the most endpoints one account may have. */
+  maxEndpoints: number;
 }
 
 export type EndpointState = 'active' | 'disabled';
@@ -162,18 +164,21 @@ function restartAt(position: number): { position: number; known_through: number 
 
 /**
  * Writes `patch` and its audit event in one transaction, then wakes the deliveries. `releaseLease`:
- * the change moves the position or the state, so the holder must start again from the stored row.
- * A patch that sets the floor (`restartAt`) also forgets what the endpoint acknowledged past it.
+ * the change moves the position or the state, or what the deliveries send to (URL, filter), so the
+ * holder must start again from the stored row. A patch that sets the floor (`restartAt`) also
+ * forgets what the endpoint acknowledged past it. `check`, if any, runs first in the transaction and
+ * may refuse the change (an `InputError`), which then writes nothing.
  */
 async function change(
   db: Kysely<Database>,
   row: WebhookEndpointRow,
   patch: Omit<EndpointPatch, 'updated_at'>,
   audit: { actor: Actor; action: string; detail: string | null },
-  { releaseLease }: { releaseLease: boolean },
+  { releaseLease, check }: { releaseLease: boolean; check?: (trx: Kysely<Database>) => Promise<void> },
 ): Promise<void> {
   const stamp = new Date().toISOString();
   await db.transaction().execute(async (trx) => {
+    await check?.(trx);
     await webhookRepository.update(trx, row.id, {
       ...patch,
       ...(releaseLease ? { lease_owner: null, lease_expires_at: null } : {}),
@@ -193,12 +198,36 @@ async function change(
   });
 }
 
+/**
+ * Refuses a second endpoint of the account with this URL and (canonical) filter; run under
+ * `lockAccountEndpoints`, and backed by the store's unique index (migration 0012).
+ */
+async function requireNewTarget(
+  trx: Kysely<Database>,
+  target: { accountId: string; url: string; events: string },
+  exceptId?: string,
+): Promise<void> {
+  const existing = await webhookRepository.findByTarget(trx, target, exceptId);
+  if (existing !== undefined)
+    throw new InputError(
+      `the account already has a webhook endpoint for this URL and these events (${existing.id}): edit or delete that one instead`,
+    );
+}
+
+function filterText(events: string): string {
+  return (JSON.parse(events) as string[]).join(',');
+}
+
+function descriptionText(description: string | null): string {
+  return description === null ? 'none' : `"${description}"`;
+}
+
 /** The retry state of an endpoint that starts (again) with a clean slate. */
 const NOT_FAILING = { failing_since: null, failed_attempts: 0, next_attempt_at: null } as const;
 
 export const webhookService = {
   async create(
-    { db, outbound, secretsKey }: WebhookDeps,
+    { db, outbound, secretsKey, maxEndpoints }: WebhookDeps,
     input: { accountId: string; url: string; events?: string | string[]; description?: string; actor: Actor },
   ): Promise<{ endpoint: WebhookEndpointView; secret: string }> {
     await requireApiAccess(db, input.accountId);
@@ -212,6 +241,13 @@ export const webhookService = {
     const now = new Date();
     const stamp = now.toISOString();
     await db.transaction().execute(async (trx) => {
+      await webhookRepository.lockAccountEndpoints(trx, input.accountId);
+      const count = await webhookRepository.countByAccount(trx, input.accountId);
+      if (count >= maxEndpoints)
+        throw new InputError(
+          `the account already has ${count} webhook endpoints, the most it may have (WEBHOOK_MAX_ENDPOINTS=${maxEndpoints}): delete one before adding another`,
+        );
+      await requireNewTarget(trx, { accountId: input.accountId, url, events: JSON.stringify(events) });
       // A new endpoint starts at the feed's head: it gets the changes made after its creation.
       const head = (await changeRepository.feedState(trx, input.accountId))?.head ?? 0;
       await webhookRepository.insert(trx, {
@@ -226,6 +262,7 @@ export const webhookService = {
         previous_secret: null,
         previous_secret_expires_at: null,
         previous_secrets: null,
+        duplicate_of: null,
         ...restartAt(head),
         failing_since: null,
         failed_attempts: 0,
@@ -284,6 +321,61 @@ export const webhookService = {
     limit: number,
   ): Promise<AuditEventRow[]> {
     return auditRepository.list(db, accountId, limit, { type: 'webhook_endpoint', id: endpointId });
+  },
+
+  /**
+   * Edits an endpoint's URL, event filter or description; its secrets, position and state stay, and
+   * so does its retry state unless the URL changes (the failures were the old receiver's). A new
+   * URL is checked as a new endpoint's is, and a new URL or filter may not repeat another endpoint's
+   * of the account. When either changes, the holder of the lease lets it go, so that deliveries
+   * start again from the stored row: the next attempt goes to the new URL, through the new filter.
+   */
+  async update(
+    { db, outbound }: Pick<WebhookDeps, 'db' | 'outbound'>,
+    endpointId: string,
+    actor: Actor,
+    edit: { url?: string; events?: string | string[]; description?: string; accountId?: string },
+  ): Promise<WebhookEndpointView & { attempts: WebhookAttemptView[] }> {
+    const row = await requireEndpoint(db, endpointId, edit.accountId);
+    if (edit.url === undefined && edit.events === undefined && edit.description === undefined)
+      throw new InputError('nothing to change: give a new URL, events or description');
+    const events = edit.events === undefined ? row.events : JSON.stringify(parseEventFilter(edit.events));
+    const description = edit.description === undefined ? row.description : parseDescription(edit.description);
+    const url = edit.url === undefined ? row.url : await outbound.checkUrl(edit.url);
+    const changed = [
+      ...(url === row.url ? [] : [`url ${row.url} → ${url}`]),
+      ...(events === row.events ? [] : [`events ${filterText(row.events)} → ${filterText(events)}`]),
+      ...(description === row.description
+        ? []
+        : [`description ${descriptionText(row.description)} → ${descriptionText(description)}`]),
+    ];
+    if (changed.length === 0)
+      throw new InputError(
+        'nothing to change: the endpoint already has this URL, these events and this description',
+      );
+    const retargeted = url !== row.url || events !== row.events;
+    await change(
+      db,
+      row,
+      {
+        url,
+        events,
+        description,
+        ...(retargeted ? { duplicate_of: null } : {}),
+        // The failures were the old receiver's: the new one is tried at once, on a clean slate.
+        ...(url === row.url ? {} : NOT_FAILING),
+      },
+      { actor, action: 'updated', detail: changed.join('; ') },
+      {
+        releaseLease: retargeted,
+        check: async (trx) => {
+          if (!retargeted) return;
+          await webhookRepository.lockAccountEndpoints(trx, row.account_id);
+          await requireNewTarget(trx, { accountId: row.account_id, url, events }, row.id);
+        },
+      },
+    );
+    return webhookService.show(db, row.id);
   },
 
   async disable(

@@ -38,8 +38,8 @@ const PATTERNS = new Set([
 export const ALL_EVENTS = ['*'];
 
 /**
- * `--events` or the panel's field: comma-separated types and wildcards, whitespace ignored, each
- * once. Empty means every event.
+ * `--events` or the panel's field: comma-separated types and wildcards, whitespace ignored. Empty
+ * means every event. Returned in canonical form (`canonicalFilter`).
  */
 export function parseEventFilter(raw: string | readonly string[] | undefined): string[] {
   const items = (typeof raw === 'string' ? raw.split(',') : (raw ?? []))
@@ -53,7 +53,20 @@ export function parseEventFilter(raw: string | readonly string[] | undefined): s
         'wildcards such as incident.* or *, separated by commas',
     );
   }
-  return [...new Set(items)];
+  return canonicalFilter(items);
+}
+
+/**
+ * One spelling per filter, so that two filters that let the same events through are stored alike
+ * (an account has one endpoint per URL and filter): each pattern once, none that a wildcard also in
+ * the filter covers (`*` covers all, `incident.*` covers `incident.created`), sorted.
+ */
+export function canonicalFilter(patterns: readonly string[]): string[] {
+  const kept = new Set(patterns);
+  if (kept.has('*')) return [...ALL_EVENTS];
+  return [...kept]
+    .filter((pattern) => pattern.endsWith('.*') || !kept.has(`${pattern.slice(0, pattern.indexOf('.'))}.*`))
+    .sort();
 }
 
 /** Whether `type` passes the filter. A test event is always sent: it is asked for. */

@@ -87,6 +87,7 @@ describe('every admin page is accessible in Chromium (sqlite)', () => {
       db: ctx.db,
       outbound: new OutboundClient({ allowPrivate: true, timeoutMs: 2000 }),
       secretsKey: ctx.config.webhookSecretsKey,
+      maxEndpoints: ctx.config.webhookMaxEndpoints,
     };
     const { endpoint } = await webhookService.create(deps, {
       accountId,

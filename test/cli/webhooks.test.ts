@@ -85,7 +85,8 @@ for (const store of STORES) {
     let broken: Awaited<ReturnType<typeof startReceiver>>;
 
     before(async () => {
-      ctx = await createTestContext(store);
+      // Private receivers for the service too: a test fills an account through it.
+      ctx = await createTestContext(store, { WEBHOOKS_ALLOW_PRIVATE: 'true' });
       accountId = await seedAccount(ctx.db);
       env = { DATABASE_URL: ctx.databaseUrl, WEBHOOKS_ALLOW_PRIVATE: 'true' };
       [ok, broken] = await Promise.all([startReceiver(204), startReceiver(500)]);
@@ -234,7 +235,7 @@ for (const store of STORES) {
     });
 
     test('text output: create prints the secret once, list and show never print it', async () => {
-      const created = await cli(['webhooks', 'create', '--account', accountId, '--url', ok.url]);
+      const created = await cli(['webhooks', 'create', '--account', accountId, '--url', `${ok.url}/text`]);
       assert.equal(created.code, 0, created.stderr);
       const secrets = created.stdout.match(/whsec_[A-Za-z0-9+/=]+/g) ?? [];
       assert.equal(secrets.length, 1, created.stdout);
@@ -262,7 +263,7 @@ for (const store of STORES) {
     });
 
     test('rotate-secret prints a new secret; a bad --overlap-hours changes nothing', async () => {
-      const created = await createJson(['--url', ok.url]);
+      const created = await createJson(['--url', `${ok.url}/rotate`]);
 
       const rotated = await cli(['webhooks', 'rotate-secret', created.id, '--json']);
       assert.equal(rotated.code, 0, rotated.stderr);
@@ -412,7 +413,7 @@ for (const store of STORES) {
       assert.equal(atHead.position, 7);
       assert.equal(atHead.lag, 0);
 
-      const other = await createJson(['--url', ok.url]);
+      const other = await createJson(['--url', `${ok.url}/other`]);
       const otherCursor = (await showJson(other.id)).cursor as string;
       const flipped = `${startCursor.slice(0, -1)}${startCursor.endsWith('A') ? 'B' : 'A'}`;
       const rowBefore = await storedRow(created.id);
@@ -512,8 +513,138 @@ for (const store of STORES) {
       assert.equal(await endpointCount(), endpointsBefore);
     });
 
+    test('update edits URL, events and description; prints the endpoint like show; keeps secret and position; audited', async () => {
+      const account = await seedAccount(ctx.db);
+      const created = await createJson(['--url', `${broken.url}/old`, '--description', 'Before'], account);
+      await seedIncidents(ctx.db, account, 2);
+      const before = await storedRow(created.id);
+
+      const updated = await cli([
+        'webhooks',
+        'update',
+        created.id,
+        '--url',
+        `${ok.url}/new`,
+        '--events',
+        'user.*,incident.*',
+        '--description',
+        '',
+        '--json',
+      ]);
+      assert.equal(updated.code, 0, updated.stderr);
+      assert.equal(updated.stderr, '');
+      assert.ok(!updated.stdout.includes('whsec_'), 'never a secret');
+      const printed = JSON.parse(updated.stdout) as Record<string, unknown>;
+      const shown = await showJson(created.id);
+      assert.deepEqual(Object.keys(printed).sort(), Object.keys(shown).sort(), 'the fields of show --json');
+      assert.equal(printed.url, `${ok.url}/new`);
+      assert.deepEqual(printed.events, ['incident.*', 'user.*']);
+      assert.equal(printed.description, null);
+      assert.equal(printed.position, before.position);
+      assert.equal(printed.lag, 2);
+      const after = await storedRow(created.id);
+      assert.deepEqual(
+        [after.secret, after.position, after.known_through, after.state],
+        [before.secret, before.position, before.known_through, before.state],
+      );
+
+      const text = await cli(['webhooks', 'update', created.id, '--description', 'After']);
+      assert.equal(text.code, 0, text.stderr);
+      assert.match(
+        text.stdout,
+        new RegExp(`^Updated ${created.id} {2}active {2}${ok.url}/new {2}incident\\.\\*,user\\.\\*`),
+      );
+
+      // The secret shown at creation still signs, at the new URL.
+      const hits = ok.hits.length;
+      assert.equal((await cli(['webhooks', 'test', created.id])).code, 0);
+      const hit = ok.hits[hits] as Hit;
+      assert.doesNotThrow(() => new Webhook(created.secret).verify(hit.body, signatureHeaders(hit.headers)));
+
+      const events = await ctx.db
+        .selectFrom('audit_events')
+        .select(['actor', 'action', 'detail'])
+        .where('subject_id', '=', created.id)
+        .orderBy('id')
+        .execute();
+      assert.deepEqual(events.slice(1), [
+        {
+          actor: 'cli',
+          action: 'updated',
+          detail: `url ${broken.url}/old → ${ok.url}/new; events * → incident.*,user.*; description "Before" → none`,
+        },
+        { actor: 'cli', action: 'updated', detail: 'description none → "After"' },
+      ]);
+    });
+
+    test('update refuses bad input, a private URL and another endpoint’s URL and filter with one line, and changes nothing', async () => {
+      const account = await seedAccount(ctx.db);
+      const first = await createJson(['--url', `${ok.url}/first`], account);
+      const second = await createJson(['--url', `${ok.url}/second`], account);
+      const strict = { WEBHOOKS_ALLOW_PRIVATE: 'false' };
+      const update = (...more: string[]) => ['webhooks', 'update', second.id, ...more];
+      await assertFailWithoutChange([
+        [['webhooks', 'update'], /^safety-api: usage: safety-api webhooks update ENDPOINT_ID/],
+        [update(), /^safety-api: nothing to change: give --url, --events or --description/],
+        [['webhooks', 'update', randomUUID(), '--description', 'x'], /no webhook endpoint with id/],
+        [update('--url', 'not a url'), /url must be an absolute https:\/\/ URL \(got "not a url"\)/],
+        [update('--url', 'https://127.0.0.1/x'), /url refused: 127\.0\.0\.1 \(loopback\)/, strict],
+        [update('--url', 'https://10.0.0.1/x'), /url refused: 10\.0\.0\.1 \(RFC 1918 private\)/, strict],
+        [update('--url', `${ok.url}/third`), /url must start with https:\/\//, strict],
+        [update('--events', 'incident.exploded'), /unknown event type "incident\.exploded"/],
+        [update('--description', 'x'.repeat(201)), /description must be at most 200 characters/],
+        [
+          update('--url', `${ok.url}/second`, '--events', '*'),
+          /nothing to change: the endpoint already has this URL/,
+        ],
+        [
+          update('--url', `${ok.url}/first`),
+          new RegExp(
+            `^safety-api: the account already has a webhook endpoint for this URL and these events \\(${first.id}\\): edit or delete that one instead\n$`,
+          ),
+        ],
+      ]);
+    });
+
+    test('create refuses the endpoint past WEBHOOK_MAX_ENDPOINTS and a second one for a URL and filter', async () => {
+      const account = await seedAccount(ctx.db);
+      // The default cap (WEBHOOK_MAX_ENDPOINTS unset), filled without a process per endpoint.
+      for (let i = 0; i < 20; i += 1)
+        await webhookService.create(ctx.services.webhookDeps, {
+          accountId: account,
+          url: `${ok.url}/${i}`,
+          actor: 'test',
+        });
+      const create = (url: string, ...more: string[]) => [
+        'webhooks',
+        'create',
+        '--account',
+        account,
+        '--url',
+        url,
+        ...more,
+      ];
+      await assertFailWithoutChange([
+        [
+          create(`${ok.url}/20`),
+          /^safety-api: the account already has 20 webhook endpoints, the most it may have \(WEBHOOK_MAX_ENDPOINTS=20\): delete one before adding another\n$/,
+        ],
+      ]);
+      // Room again, but not for a second endpoint with a URL and filter already there.
+      await webhookService.delete(ctx.db, (await webhookService.list(ctx.db, account))[0]?.id ?? '', 'test');
+      await assertFailWithoutChange([
+        [
+          create(`${ok.url}/1`, '--events', '*'),
+          /^safety-api: the account already has a webhook endpoint for this URL and these events \([0-9a-f-]{36}\): edit or delete that one instead\n$/,
+        ],
+      ]);
+      const added = await createJson(['--url', `${ok.url}/20`], account);
+      assert.equal(added.state, 'active');
+      assert.equal((await webhookService.list(ctx.db, account)).length, 20);
+    });
+
     test('commands on a missing endpoint, or in the wrong state, fail with one line and change nothing', async () => {
-      const active = await createJson(['--url', ok.url]);
+      const active = await createJson(['--url', `${ok.url}/active`]);
       const missing = randomUUID();
       await assertFailWithoutChange([
         [['webhooks', 'list'], /^safety-api: webhooks list needs --account ID\n$/],

@@ -27,6 +27,7 @@ const STATE_NAMES: Record<WebhookEndpointView['state'], string> = {
 
 const ACTION_NAMES: Record<string, string> = {
   created: 'Created',
+  updated: 'Edited',
   disabled: 'Disabled',
   enabled: 'Enabled',
   deleted: 'Deleted',
@@ -83,19 +84,32 @@ function endpointTable(endpoints: WebhookEndpointView[]): SafeHtml {
 </table></div>`;
 }
 
-function createForm(csrfToken: string): SafeHtml {
+/**
+ * The URL, events and description fields, shared by the form that adds an endpoint and the one that
+ * edits it (`values`: the endpoint's own; the field ids then say `edit`).
+ */
+function endpointFields(values: WebhookEndpointView | null): SafeHtml {
   const wildcards = RECORD_EVENT_KINDS.map((kind) => `${kind}.*`).join(', ');
+  const prefix = values === null ? 'webhook' : 'edit-webhook';
+  const urlHint =
+    values === null
+      ? 'An https:// address on the public internet. It receives one signed POST per change made after it is added.'
+      : 'An https:// address on the public internet, checked as a new one is. The next delivery goes there.';
+  return html`<label for="${prefix}-url">URL</label>
+  <input id="${prefix}-url" name="url" type="url" required maxlength="2048" placeholder="https://example.com/hooks/safety" spellcheck="false" autocomplete="off" aria-describedby="${prefix}-url-hint" value="${values?.url ?? ''}">
+  <p id="${prefix}-url-hint" class="hint">${urlHint}</p>
+  <label for="${prefix}-events">Events</label>
+  <input id="${prefix}-events" name="events" type="text" value="${values === null ? '*' : values.events.join(', ')}" spellcheck="false" autocomplete="off" aria-describedby="${prefix}-events-hint">
+  <p id="${prefix}-events-hint" class="hint">Comma-separated: <code>*</code> for every event, a kind (${wildcards}), or event types: ${EVENT_TYPES.join(', ')}.</p>
+  <label for="${prefix}-description">Description <span class="muted">(optional)</span></label>
+  <input id="${prefix}-description" name="description" type="text" maxlength="200" placeholder="e.g. Data warehouse sync" value="${values?.description ?? ''}">`;
+}
+
+function createForm(csrfToken: string): SafeHtml {
   return html`<form method="post" action="${WEBHOOKS_PATH}" class="stack action-form" aria-labelledby="create-webhook-heading">
   <h2 id="create-webhook-heading">Add an endpoint</h2>
   ${csrfField(csrfToken)}
-  <label for="webhook-url">URL</label>
-  <input id="webhook-url" name="url" type="url" required maxlength="2048" placeholder="https://example.com/hooks/safety" spellcheck="false" autocomplete="off" aria-describedby="webhook-url-hint">
-  <p id="webhook-url-hint" class="hint">An https:// address on the public internet. It receives one signed POST per change made after it is added.</p>
-  <label for="webhook-events">Events</label>
-  <input id="webhook-events" name="events" type="text" value="*" spellcheck="false" autocomplete="off" aria-describedby="webhook-events-hint">
-  <p id="webhook-events-hint" class="hint">Comma-separated: <code>*</code> for every event, a kind (${wildcards}), or event types: ${EVENT_TYPES.join(', ')}.</p>
-  <label for="webhook-description">Description <span class="muted">(optional)</span></label>
-  <input id="webhook-description" name="description" type="text" maxlength="200" placeholder="e.g. Data warehouse sync">
+  ${endpointFields(null)}
   <button type="submit" class="button button-primary">Add endpoint</button>
 </form>`;
 }
@@ -174,6 +188,13 @@ function actionsSection(endpoint: WebhookEndpointView, csrfToken: string): SafeH
   const path = endpointPath(endpoint.id);
   return html`<section class="card" aria-labelledby="webhook-actions-heading">
   <h2 id="webhook-actions-heading">Actions</h2>
+  <h3 id="webhook-edit-heading">Edit</h3>
+  <form method="post" action="${path}/update" class="stack action-form" aria-labelledby="webhook-edit-heading">
+    ${csrfField(csrfToken)}
+    ${endpointFields(endpoint)}
+    <p class="hint">The secret, the position and the state stay: deliveries go on after the last change it received.</p>
+    <button type="submit" class="button">Save changes</button>
+  </form>
   <h3 id="webhook-test-heading">Send a test event</h3>
   <form method="post" action="${path}/test" class="stack action-form" aria-labelledby="webhook-test-heading">
     ${csrfField(csrfToken)}

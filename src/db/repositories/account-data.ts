@@ -44,7 +44,8 @@ export interface SeqKey {
 export type ApiKeyMetadataRow = Omit<Selectable<ApiKeysTable>, 'key_hash'>;
 export type WebhookEndpointMetadataRow = Omit<
   Selectable<WebhookEndpointsTable>,
-  'secret' | 'previous_secret' | 'previous_secrets' | 'lease_owner' | 'lease_expires_at'
+  // `duplicate_of` is the store's bookkeeping of a rule (migration 0012), not the tenant's data.
+  'secret' | 'previous_secret' | 'previous_secrets' | 'lease_owner' | 'lease_expires_at' | 'duplicate_of'
 >;
 export type OauthClientMetadataRow = Omit<
   Selectable<OauthClientsTable>,

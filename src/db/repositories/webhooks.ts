@@ -1,4 +1,4 @@
-import { type Insertable, type Kysely, PostgresAdapter, type Selectable } from 'kysely';
+import { type Insertable, type Kysely, PostgresAdapter, type Selectable, sql } from 'kysely';
 import type {
   Database,
   WebhookAcknowledgedTable,
@@ -52,6 +52,45 @@ export const webhookRepository = repository('webhookRepository', {
       .orderBy('w.created_at')
       .orderBy('w.id')
       .execute();
+  },
+
+  /**
+   * Holds the account's endpoints still until the transaction ends, so that counting them and
+   * adding one (or checking an edit against them) is one step: two creations at once cannot both
+   * pass the cap. PostgreSQL: a transaction-level advisory lock of its own per account, which
+   * writers of the account's data do not wait for; SQLite: the transaction's BEGIN IMMEDIATE
+   * already holds the one write lock.
+   */
+  async lockAccountEndpoints(db: Kysely<Database>, accountId: string): Promise<void> {
+    if (!(db.getExecutor().adapter instanceof PostgresAdapter)) return;
+    await sql`select pg_advisory_xact_lock(hashtextextended(${`webhook_endpoints:${accountId}`}, 0))`.execute(
+      db,
+    );
+  },
+
+  async countByAccount(db: Kysely<Database>, accountId: string): Promise<number> {
+    const row = await db
+      .selectFrom('webhook_endpoints')
+      .select((eb) => eb.fn.countAll<number | string>().as('count'))
+      .where('account_id', '=', accountId)
+      .executeTakeFirstOrThrow();
+    return Number(row.count);
+  },
+
+  /** The account's endpoint with this URL and (canonical) event filter, other than `exceptId`. */
+  async findByTarget(
+    db: Kysely<Database>,
+    target: { accountId: string; url: string; events: string },
+    exceptId?: string,
+  ): Promise<WebhookEndpointRow | undefined> {
+    let query = db
+      .selectFrom('webhook_endpoints')
+      .selectAll()
+      .where('account_id', '=', target.accountId)
+      .where('url', '=', target.url)
+      .where('events', '=', target.events);
+    if (exceptId !== undefined) query = query.where('id', '!=', exceptId);
+    return query.orderBy('created_at').limit(1).executeTakeFirst();
   },
 
   async update(db: Kysely<Database>, id: string, patch: EndpointPatch): Promise<boolean> {

@@ -72,6 +72,20 @@ interface ActionContext {
 type EndpointAction = (context: ActionContext) => Promise<Flash>;
 
 const ENDPOINT_ACTIONS: Record<string, EndpointAction> = {
+  async update({ request, endpointId, accountId, actor }) {
+    await webhookService.update(request.server.webhookDeps, endpointId, actor, {
+      url: formField(request.body, 'url'),
+      events: formField(request.body, 'events'),
+      description: formField(request.body, 'description'),
+      accountId,
+    });
+    return {
+      kind: 'success',
+      message:
+        'Webhook endpoint saved: deliveries go on from the same position, to this URL and through these events, signed with the same secret.',
+    };
+  },
+
   async disable({ request, endpointId, accountId, actor }) {
     await webhookService.disable(request.server.db, endpointId, actor, { accountId });
     return {

@@ -15,7 +15,7 @@ import { type AdminRoute, describeAdminRouteAccess } from './route-access.ts';
 const WEBHOOKS = '/admin/settings/integrations/webhooks';
 const SECRET = /whsec_[A-Za-z0-9+/]+={0,2}/g;
 /** Every form the webhook pages post to, below an endpoint's path ('' is the create form's). */
-const ENDPOINT_POSTS = ['disable', 'enable', 'resend', 'rotate-secret', 'test', 'delete'];
+const ENDPOINT_POSTS = ['update', 'disable', 'enable', 'resend', 'rotate-secret', 'test', 'delete'];
 
 /** The value of the read-only field with this id, as the one-time display shows it. */
 function fieldValue(page: string, id: string): string | undefined {
@@ -54,7 +54,13 @@ for (const store of STORES) {
 
     before(async () => {
       // Not started: nothing is delivered here but the test events the pages send.
-      ctx = await createTestContext(store, { WEBHOOKS_ALLOW_PRIVATE: 'true', WEBHOOK_TIMEOUT_MS: '2000' });
+      // The suite's account gathers an endpoint or two per test: past the default cap of 20. The cap
+      // has a test of its own, on a context of its own.
+      ctx = await createTestContext(store, {
+        WEBHOOKS_ALLOW_PRIVATE: 'true',
+        WEBHOOK_TIMEOUT_MS: '2000',
+        WEBHOOK_MAX_ENDPOINTS: '1000',
+      });
       accountId = await seedAccount(ctx.db, { name: 'Northwind' });
       admin = await seedUser(ctx.db, accountId, { name: 'Wendy Webhooks' });
       client = new AdminClient(ctx.app);
@@ -494,6 +500,144 @@ for (const store of STORES) {
       }
     });
 
+    test('edit: URL, events and description change; secret, position and state stay; audited without a secret', async () => {
+      const { id, secret } = await createThroughPanel({ description: 'Before' });
+      await seedIncidents(ctx.db, accountId, 2);
+      await act(id, 'disable');
+      const before = await stored(id);
+      const page = (await client.get(`${WEBHOOKS}/${id}`)).body;
+      // The form holds the endpoint's own values.
+      assert.match(page, new RegExp(`<form method="post" action="${WEBHOOKS}/${id}/update"`));
+      assert.match(page, new RegExp(`id="edit-webhook-url"[^>]*value="${receiver.url()}"`));
+      assert.match(page, /id="edit-webhook-events"[^>]*value="\*"/);
+      assert.match(page, /id="edit-webhook-description"[^>]*value="Before"/);
+
+      const moved = await Receiver.start();
+      try {
+        const { page: saved } = await act(id, 'update', {
+          url: moved.url('/v2'),
+          events: 'user.deleted, incident.*',
+          description: 'After',
+        });
+        assert.match(
+          saved,
+          /class="flash flash-success"[^>]*>Webhook endpoint saved: deliveries go on from the same position/,
+        );
+        const after = await stored(id);
+        assert.equal(after?.url, moved.url('/v2'));
+        assert.deepEqual(JSON.parse(after?.events ?? ''), ['incident.*', 'user.deleted']);
+        assert.equal(after?.description, 'After');
+        // What it was told, where it stands and how it signs stay.
+        assert.deepEqual(
+          [after?.secret, after?.position, after?.known_through, after?.state, after?.disabled_reason],
+          [before?.secret, before?.position, before?.known_through, 'disabled', before?.disabled_reason],
+        );
+        assert.match(saved, /<dd id="webhook-lag">2 changes not delivered yet<\/dd>/);
+
+        await act(id, 'test');
+        await moved.waitFor(1);
+        assert.equal(receiver.received.length, 0, 'nothing goes to the old URL');
+        assert.deepEqual(verify(secret, moved.received[0] as Received), moved.received[0]?.json);
+
+        const [edited] = await history(id);
+        assert.equal(edited?.action, 'updated');
+        assert.equal(edited?.actor, admin.id);
+        assert.equal(
+          edited?.detail,
+          `url ${receiver.url()} → ${moved.url('/v2')}; events * → incident.*,user.deleted; description "Before" → "After"`,
+        );
+        const shown = (await client.get(`${WEBHOOKS}/${id}`)).body;
+        assert.match(shown, /<td data-label="Action">Edited<\/td>/);
+        assert.equal(shown.match(SECRET), null, 'no secret on the page');
+      } finally {
+        await moved.close();
+      }
+    });
+
+    test('edit: bad input, no change and another endpoint’s URL and filter are shown as messages and change nothing', async () => {
+      const { id: first } = await createThroughPanel({ events: 'incident.*' });
+      const { id } = await createThroughPanel({ url: receiver.url('/second'), events: 'incident.*' });
+      const rowBefore = await stored(id);
+      const historyBefore = await history(id);
+      const cases: [Record<string, string>, RegExp][] = [
+        [{ url: 'not a url', events: 'incident.*' }, /url must be an absolute https:\/\/ URL/],
+        [
+          { url: receiver.url('/second'), events: 'incident.nope' },
+          /unknown event type &quot;incident\.nope&quot;/,
+        ],
+        [
+          { url: receiver.url('/second'), events: 'incident.*', description: 'x'.repeat(201) },
+          /description must be at most 200 characters/,
+        ],
+        [
+          { url: receiver.url('/second'), events: 'incident.created, incident.*' },
+          /nothing to change: the endpoint already has this URL, these events and this description/,
+        ],
+        [
+          { url: receiver.url(), events: 'incident.*' },
+          new RegExp(
+            `the account already has a webhook endpoint for this URL and these events \\(${first}\\): edit or delete that one instead`,
+          ),
+        ],
+      ];
+      for (const [form, message] of cases) {
+        const { page } = await act(id, 'update', form);
+        assert.match(page, /class="flash flash-error" role="alert">Nothing was changed: /);
+        assert.match(page, message);
+      }
+      assert.deepEqual(await stored(id), rowBefore);
+      assert.deepEqual(await history(id), historyBefore);
+    });
+
+    test('bounds: an endpoint past WEBHOOK_MAX_ENDPOINTS and a second one for a URL and filter are refused with a message, and nothing is added', async () => {
+      const capped = await createTestContext(store, {
+        WEBHOOKS_ALLOW_PRIVATE: 'true',
+        WEBHOOK_MAX_ENDPOINTS: '3',
+      });
+      try {
+        const account = await seedAccount(capped.db);
+        const user = await seedUser(capped.db, account);
+        const busy = new AdminClient(capped.app);
+        assert.equal((await busy.signIn(user.email)).statusCode, 303);
+        const add = async (url: string, events = '*') => {
+          const list = await busy.get(WEBHOOKS);
+          const res = await busy.submit(list.body, WEBHOOKS, { url, events });
+          assert.equal(res.statusCode, 303);
+          const location = String(res.headers.location);
+          return { location, page: (await busy.get(location)).body };
+        };
+        const first = await add(receiver.url('/0'), 'incident.*');
+        assert.match(first.location, new RegExp(`^${WEBHOOKS}/[0-9a-f-]{36}$`));
+        // The same filter spelled otherwise is the same filter.
+        const again = await add(receiver.url('/0'), ' incident.created , incident.* ');
+        assert.equal(again.location, WEBHOOKS);
+        assert.match(
+          again.page,
+          new RegExp(
+            `class="flash flash-error" role="alert">The endpoint was not added: the account already has a webhook endpoint for this URL and these events \\(${first.location.slice(WEBHOOKS.length + 1)}\\): edit or delete that one instead\\.`,
+          ),
+        );
+        // Another filter, or another URL, is another endpoint.
+        assert.notEqual((await add(receiver.url('/0'), 'user.*')).location, WEBHOOKS);
+        assert.notEqual((await add(receiver.url('/1'), 'incident.*')).location, WEBHOOKS);
+        const over = await add(receiver.url('/2'));
+        assert.equal(over.location, WEBHOOKS);
+        assert.match(
+          over.page,
+          /class="flash flash-error" role="alert">The endpoint was not added: the account already has 3 webhook endpoints, the most it may have \(WEBHOOK_MAX_ENDPOINTS=3\): delete one before adding another\./,
+        );
+        assert.equal((await webhookService.list(capped.db, account)).length, 3);
+        const audit = await capped.db
+          .selectFrom('audit_events')
+          .select('action')
+          .where('account_id', '=', account)
+          .execute();
+        assert.equal(audit.length, 3, 'only the three creations audited');
+      } finally {
+        await capped.close();
+      }
+    });
+
     test('bad input is shown as a message and adds nothing', async () => {
       const count = async () => (await webhookService.list(ctx.db, accountId)).length;
       const before = await count();
@@ -674,7 +818,11 @@ for (const store of STORES) {
       () => ({ ctx, accountId }),
       async () => {
         const { id } = await createThroughPanel({ description: 'Guarded endpoint' });
-        const { id: stopped } = await createThroughPanel({ description: 'Guarded endpoint, stopped' });
+        // Another URL: an account has one endpoint per URL and event filter.
+        const { id: stopped } = await createThroughPanel({
+          url: receiver.url('/stopped'),
+          description: 'Guarded endpoint, stopped',
+        });
         await act(stopped, 'disable');
         // Every field any endpoint form reads, so each would act if let through; `enable` goes to
         // the disabled endpoint.
