@@ -1,13 +1,11 @@
 import { parseArgs } from 'node:util';
 import type { Kysely } from 'kysely';
 import { KEY_ROW_MAX_AGE_MS } from '../auth/key-lookup.ts';
-import { SharedGeneration } from '../auth/shared-generation.ts';
 import { type Config, loadConfig } from '../config.ts';
 import { openDatabase, storeOf } from '../db/database.ts';
 import { migrateThrough } from '../db/migrate.ts';
 import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
-import { openRedis, redisReady } from '../redis.ts';
 import type { Io } from './command.ts';
 
 /**
@@ -62,6 +60,12 @@ const reason = (error: unknown) => (error instanceof Error ? error.message : Str
  */
 export async function bumpSharedGeneration(db: Kysely<Database>, config: Config): Promise<void> {
   if (storeOf(config.databaseUrl) !== 'postgres' || config.redisUrl === null) return;
+  // Loaded only here: most commands on most deployments never talk to Redis, and its client is a
+  // good part of a command's start.
+  const [{ openRedis, redisReady }, { SharedGeneration }] = await Promise.all([
+    import('../redis.ts'),
+    import('../auth/shared-generation.ts'),
+  ]);
   const redis = openRedis(config.redisUrl);
   try {
     if (!(await redisReady(redis))) throw new Error('Redis is not answering');

@@ -96,10 +96,10 @@ for (const store of STORES) {
     });
     afterEach(() => receiver.close());
 
-    const create = async (events?: string) =>
+    const create = async (events?: string, path?: string) =>
       webhookService.create(ctx.services.webhookDeps, {
         accountId,
-        url: receiver.url(),
+        url: receiver.url(path),
         events,
         actor: 'test',
       });
@@ -309,13 +309,14 @@ for (const store of STORES) {
         // Not a 429 or a 503: not heeded.
         { status: 500, retryAfter: () => '60', min: 4000, max: 6000 },
       ];
-      for (const { status, retryAfter, min, max } of cases) {
+      for (const [i, { status, retryAfter, min, max }] of cases.entries()) {
         receiver.answer = (_r, response) => {
           response.statusCode = status;
           response.setHeader('retry-after', retryAfter());
           response.end();
         };
-        const { endpoint } = await create();
+        // An endpoint per case (one URL and filter is one endpoint of an account).
+        const { endpoint } = await create(undefined, `/hook-${i}`);
         await importRecords(ctx, [incident(accountId, randomUUID(), 1)]);
         await until(
           async () => (await webhookService.show(ctx.db, endpoint.id)).next_attempt_at !== null,
