@@ -139,8 +139,9 @@ if ('missing' in python) {
         let control: Server;
         let receiver: Receiver;
         let fixture: Record<string, unknown>;
-        const seen = { fixture: 0, changes: 0, verified: 0, refused: 0 };
+        const seen = { fixture: 0, changes: 0, touches: 0, verified: 0, refused: 0 };
         let changeSync: () => Promise<unknown>;
+        let touchSync: () => Promise<unknown>;
 
         before(async () => {
           ctx = await createTestContext(store, {
@@ -220,6 +221,11 @@ if ('missing' in python) {
               created: { type: 'incident', id: created.id, incident_number: created.incident_number },
             };
           };
+          // One more change after the sync with nothing new: where its cursor stands.
+          touchSync = async () => {
+            await importRecords(ctx, [{ ...created, status: 'closed', updated_at: minute(101) }]);
+            return { type: 'incident', id: created.id };
+          };
 
           const { rawKey } = await seedKey(ctx.db, reads);
           const { rawKey: noAccessKey } = await seedKey(ctx.db, withoutAccess);
@@ -272,6 +278,10 @@ if ('missing' in python) {
                 if (request.method === 'POST' && request.url === '/sync/change') {
                   seen.changes += 1;
                   return reply(response, 200, await changeSync());
+                }
+                if (request.method === 'POST' && request.url === '/sync/touch') {
+                  seen.touches += 1;
+                  return reply(response, 200, await touchSync());
                 }
                 if (request.method === 'POST' && request.url === '/webhooks/verify') {
                   const signed = await jsonBody(request);
@@ -334,6 +344,7 @@ if ('missing' in python) {
           // The parts that run through this file happened.
           assert.ok(seen.fixture >= 1, 'the suite read the fixture');
           assert.equal(seen.changes, 1, 'the sync test changed its account once, between two syncs');
+          assert.equal(seen.touches, 1, 'and once more after the sync that found nothing new');
           assert.ok(seen.verified >= 1, "standardwebhooks verified Python's signature");
           assert.ok(seen.refused >= 1, 'standardwebhooks refused a tampered one');
         });

@@ -102,7 +102,11 @@ for (const store of STORES) {
       );
       const settled = await Promise.allSettled(attempts);
       const refused = settled.filter((result) => result.status === 'rejected');
-      assert.equal(settled.length - refused.length, MAX);
+      assert.equal(
+        settled.length - refused.length,
+        MAX,
+        `refused: ${[...new Set(refused.map((result) => String(result.reason)))].join('; ')}`,
+      );
       for (const result of refused) {
         assert.match(
           String(result.reason),

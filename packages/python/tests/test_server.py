@@ -321,12 +321,26 @@ class Sync(unittest.TestCase):
             )
             self.assertEqual(len(copy), len(copy_before) + 1 - len(change["deleted"]))
 
-            # Third run: nothing new; the cursor stays where it was.
+            # Third run: nothing new, so nothing handed over. Its cursor is issued anew (a
+            # cursor carries when it was issued, so its text differs from one second to the
+            # next) and stands where the second did: from either, the next change comes alone.
             nothing: list[object] = []
             third = sync_client.sync(
                 cursor_file.load(), nothing.append, nothing.append, save_cursor
             )
-            self.assertEqual((nothing, third), ([], second))
+            self.assertEqual(nothing, [])
+            self.assertEqual(cursor_file.load(), third)
+            touched = control("POST", "/sync/touch")
+            for cursor in (second, third):
+                handed: list[tuple[str, str]] = []
+                sync_client.sync(
+                    cursor,
+                    lambda record: handed.append((record.type, record.object.id)),
+                    nothing.append,
+                    lambda _cursor: None,
+                )
+                self.assertEqual(handed, [(touched["type"], touched["id"])])
+            self.assertEqual(nothing, [])
 
 
 @requires_server
