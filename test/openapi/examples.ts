@@ -41,6 +41,11 @@ export interface ExampleServer {
   server: OauthServer;
   /** The variables the examples read: every credential they need, valid on `server`. */
   env: Record<string, string>;
+  /**
+   * A new grant in `env` (`ACCESS_TOKEN`, `REFRESH_TOKEN`), the person approving again: for a run
+   * of examples after one that spent the refresh token or revoked the grant.
+   */
+  renewTokens(): Promise<void>;
   /** An empty folder of its own, where the examples run and write their files. */
   dir: string;
   close(): Promise<void>;
@@ -73,31 +78,37 @@ export async function startExampleServer(): Promise<ExampleServer> {
   const client = await seedClient(db, accountId);
   assert.ok(client.clientSecret !== null);
   const config = await discover(server, client.clientId, client.clientSecret);
-  const { url, verifier } = await authorizationRequest(config, {
-    scope: 'openid profile email users:read departments:read locations:read incidents:read',
-  });
-  const callback = await signInAndConsent(new Browser(server.baseUrl), url, {
-    email: user.email,
-    password: PASSWORD,
-  });
-  const tokens = await oidc.authorizationCodeGrant(config, callback, { pkceCodeVerifier: verifier });
-  assert.ok(tokens.refresh_token !== undefined, 'the code grant gives a refresh token');
+  const grant = async () => {
+    const { url, verifier } = await authorizationRequest(config, {
+      scope: 'openid profile email users:read departments:read locations:read incidents:read',
+    });
+    const callback = await signInAndConsent(new Browser(server.baseUrl), url, {
+      email: user.email,
+      password: PASSWORD,
+    });
+    const tokens = await oidc.authorizationCodeGrant(config, callback, { pkceCodeVerifier: verifier });
+    assert.ok(tokens.refresh_token !== undefined, 'the code grant gives a refresh token');
+    return { ACCESS_TOKEN: tokens.access_token, REFRESH_TOKEN: tokens.refresh_token };
+  };
   const dir = mkdtempSync(join(tmpdir(), 'safety-api-examples-'));
   mkdirSync(join(dir, BIN));
   writeFileSync(join(dir, BIN, 'curl'), '#!/bin/sh\nexec /usr/bin/curl --fail-with-body "$@"\n', {
     mode: 0o755,
   });
+  const env: Record<string, string> = {
+    SAFETY_API_KEY: rawKey,
+    ...(await grant()),
+    CLIENT_ID: client.clientId,
+    CLIENT_SECRET: client.clientSecret,
+    REDIRECT_URI,
+    CODE_CHALLENGE: await oidc.calculatePKCECodeChallenge(oidc.randomPKCECodeVerifier()),
+  };
   return {
     server,
     dir,
-    env: {
-      SAFETY_API_KEY: rawKey,
-      ACCESS_TOKEN: tokens.access_token,
-      REFRESH_TOKEN: tokens.refresh_token,
-      CLIENT_ID: client.clientId,
-      CLIENT_SECRET: client.clientSecret,
-      REDIRECT_URI,
-      CODE_CHALLENGE: await oidc.calculatePKCECodeChallenge(oidc.randomPKCECodeVerifier()),
+    env,
+    renewTokens: async () => {
+      Object.assign(env, await grant());
     },
     close: async () => {
       rmSync(dir, { recursive: true, force: true });
