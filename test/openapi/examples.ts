@@ -138,14 +138,17 @@ export async function runShell(example: string, { dir, env }: ExampleServer): Pr
 }
 
 /** The module as this test writes it: the SDK's package name pointed at its sources. */
-const fromSources = (module: string) =>
+export const fromSources = (module: string) =>
   module.replaceAll(`from '${SDK_PACKAGE}'`, `from ${JSON.stringify(SDK_SOURCES)}`);
 
 /**
  * Type-checks TypeScript examples as a strict project of an integrator would (each one a module of
  * its own, the SDK's types from its sources), in one run of `tsc`.
  */
-export async function typeCheck(modules: Record<string, string>, { dir }: ExampleServer): Promise<void> {
+export async function typeCheck(
+  modules: Record<string, string>,
+  { dir }: Pick<ExampleServer, 'dir'>,
+): Promise<void> {
   const folder = mkdtempSync(join(dir, 'typecheck-'));
   for (const [name, source] of Object.entries(modules)) writeFileSync(join(folder, `${name}.ts`), source);
   writeFileSync(
