@@ -72,7 +72,7 @@ export class MemoryEtagCache implements EtagCache {
 }
 
 /**
- * `send`, with the ETags of `cache`: a GET whose answer is kept goes with `If-None-Match`, and a 304
+ * `send`, with the ETags of `etagCache`: a GET whose answer is kept goes with `If-None-Match`, and a 304
  * is answered with the kept body (and the 304's own headers: its rate limit and request id); a 200
  * with an ETag is kept. Streamed bodies (exports) are neither kept nor asked for so.
  */
