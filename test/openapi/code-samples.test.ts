@@ -4,7 +4,13 @@ import { OAuthClient, SafetyClient } from '../../packages/sdk/src/index.ts';
 import { codeSamples } from '../../src/openapi/code-samples.ts';
 import { INCIDENT_EXAMPLE } from '../../src/schemas/public.ts';
 import { DocumentCheck, type Operation } from './document-check.ts';
-import { type ExampleServer, runShell, runTypeScript, startExampleServer, typeCheck } from './examples.ts';
+import {
+  type ExampleServer,
+  runShell,
+  runTypeScriptModules,
+  startExampleServer,
+  typeCheck,
+} from './examples.ts';
 
 // The request samples of /openapi.json (`x-codeSamples`, which /docs shows with each operation):
 // curl and the TypeScript SDK for every operation, every one of them run against a real server as
@@ -135,8 +141,9 @@ describe('request samples (x-codeSamples)', () => {
     );
     await examples.renewTokens();
     await typeCheck(modules, examples);
-    for (const [name, source] of Object.entries(modules)) {
-      const { stdout, stderr } = await runTypeScript(name, source, examples);
+    const ran = await runTypeScriptModules(modules, examples);
+    assert.deepEqual(Object.keys(ran), Object.keys(modules));
+    for (const [name, { stdout, stderr }] of Object.entries(ran)) {
       assert.equal(stderr, '', name);
       assert.ok(stdout.length > 0, `${name} printed something`);
     }

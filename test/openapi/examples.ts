@@ -187,6 +187,53 @@ export async function runTypeScript(name: string, module: string, { dir, env }: 
   );
 }
 
+/** Where one module's output ends and the next one's begins, in `runTypeScriptModules`. */
+const MODULE_MARK = '\u0000module ';
+
+/**
+ * Runs TypeScript examples one after another in one Node process, each imported as the module it
+ * is, so that the SDK's sources are loaded once rather than once an example; returns each one's
+ * output, in order. An example that throws ends the run, failing with its name and output.
+ */
+export async function runTypeScriptModules(
+  modules: Record<string, string>,
+  { dir, env }: ExampleServer,
+): Promise<Record<string, Ran>> {
+  const folder = mkdtempSync(join(dir, 'modules-'));
+  const names = Object.keys(modules);
+  for (const name of names) writeFileSync(join(folder, `${name}.ts`), fromSources(modules[name] ?? ''));
+  const runner = join(folder, 'run-all.mjs');
+  writeFileSync(
+    runner,
+    `for (const name of ${JSON.stringify(names)}) {
+  for (const stream of [process.stdout, process.stderr]) stream.write(${JSON.stringify(MODULE_MARK)} + name + '\\n');
+  await import(\`./\${name}.ts\`);
+}\n`,
+  );
+  const outputOf = (text: string) =>
+    Object.fromEntries(
+      text
+        .split(MODULE_MARK)
+        .slice(1)
+        .map((part) => [part.slice(0, part.indexOf('\n')), part.slice(part.indexOf('\n') + 1)]),
+    ) as Record<string, string>;
+  const { stdout, stderr } = await run(process.execPath, [runner], {
+    cwd: dir,
+    env: { ...process.env, ...env },
+    timeout: 180_000,
+  }).catch((error: { stdout?: string; stderr?: string; code?: number }) => {
+    const failed = Object.keys(outputOf(error.stdout ?? '')).at(-1) ?? '';
+    return assert.fail(
+      `${failed}: exit ${error.code}:\n${modules[failed] ?? ''}\n${outputOf(error.stderr ?? '')[failed] ?? error.stderr ?? ''}${outputOf(error.stdout ?? '')[failed] ?? ''}`,
+    );
+  });
+  const out = outputOf(stdout);
+  const err = outputOf(stderr);
+  return Object.fromEntries(
+    names.map((name) => [name, { stdout: out[name] ?? '', stderr: err[name] ?? '' }]),
+  );
+}
+
 /** The fenced code blocks of a Markdown text, with their language, in order. */
 export function codeBlocks(markdown: string): { language: string; code: string }[] {
   return [...markdown.matchAll(/^```(\w*)\n([\s\S]*?)\n```$/gm)].map(([, language = '', code = '']) => ({
