@@ -67,7 +67,7 @@ const SCALAR_CSS = `
 /**
  * What the reader gets: the sidebar, search and schemas (Scalar's defaults, stated so that an
  * upgrade that changes them does not hide them), request samples (the document's own
- * `x-codeSamples`, curl first and the TypeScript SDK on the public API, and of those Scalar
+ * `x-codeSamples`, curl first, then the TypeScript SDK, and of those Scalar
  * generates only JavaScript's fetch), and
  * nothing that reaches another host: no web fonts (fonts.scalar.com), no request client (it
  * offers Scalar's proxy and OAuth helpers), no AI agent or MCP panel, no developer toolbar (it

@@ -46,7 +46,7 @@ Read an account's safety incidents, users, departments and locations.
 - **OAuth 2** (\`${OAUTH_PATH}\`): the authorization server that issues those tokens.
 - **Health** (\`/healthz\`, \`/readyz\`): probes, without a credential.
 
-Every response carries \`X-Request-Id\`; every counted response of the two APIs the \`X-RateLimit-*\` headers of the hourly allowance. \`HEAD\` behaves as \`GET\` without a body. Each operation shows its request in curl and, on the public API, with the TypeScript SDK; the guides below say what the operations share. The examples read the API key from \`SAFETY_API_KEY\`.
+Every response carries \`X-Request-Id\`; every counted response of the two APIs the \`X-RateLimit-*\` headers of the hourly allowance. \`HEAD\` behaves as \`GET\` without a body. Each operation shows its request in curl and with the TypeScript SDK; the guides below say what the operations share. The examples read the API key from \`SAFETY_API_KEY\`, an access token from \`ACCESS_TOKEN\`.
 
 ## Authentication
 
@@ -156,7 +156,7 @@ etag=$(curl -s "$users" ${KEY_HEADER} -o /dev/null -D - | grep -i '^etag:' | cut
 curl -s "$users" ${KEY_HEADER} -H "If-None-Match: $etag" -o /dev/null -w '%{http_code}\\n'`,
 )}
 
-The SDK retries a 429 or 503 after its \`Retry-After\` (within a budget, \`retry\`), and with \`cache: true\` asks again with \`If-None-Match\` and answers a 304 from what it kept.
+The SDK retries a 429 or 503 after its \`Retry-After\` (within a budget, \`retry\`), and with \`etagCache: true\` asks again with \`If-None-Match\` and answers a 304 from what it kept.
 
 ## Keeping a copy in sync
 

@@ -26,7 +26,8 @@ export interface OauthServer {
   close(): Promise<void>;
 }
 
-function freePort(): Promise<number> {
+/** A port of 127.0.0.1 that nothing listens on now. */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
     probe.once('error', reject);

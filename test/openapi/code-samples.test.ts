@@ -1,15 +1,20 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { SafetyClient } from '../../packages/sdk/src/index.ts';
+import { OAuthClient, SafetyClient } from '../../packages/sdk/src/index.ts';
 import { codeSamples } from '../../src/openapi/code-samples.ts';
-import { PUBLIC_API_PATH } from '../../src/paths.ts';
 import { INCIDENT_EXAMPLE } from '../../src/schemas/public.ts';
 import { DocumentCheck, type Operation } from './document-check.ts';
-import { type ExampleServer, runShell, runTypeScript, startExampleServer, typeCheck } from './examples.ts';
+import {
+  type ExampleServer,
+  runShell,
+  runTypeScriptModules,
+  startExampleServer,
+  typeCheck,
+} from './examples.ts';
 
 // The request samples of /openapi.json (`x-codeSamples`, which /docs shows with each operation):
-// curl for every operation, the TypeScript SDK beside it wherever the SDK has the operation, and
-// every one of them run against a real server as a reader would paste it.
+// curl and the TypeScript SDK for every operation, every one of them run against a real server as
+// a reader would paste it.
 
 interface Sample {
   lang: string;
@@ -26,12 +31,37 @@ const samplesOf = (operation: Operation): Sample[] => {
 const sourceOf = (operation: Operation, label: string): string | undefined =>
   samplesOf(operation).find((sample) => sample.label === label)?.source;
 
-/** The SDK's client methods a sample calls (`client.listIncidents(`). */
-const clientCalls = (source: string): string[] =>
-  [...source.matchAll(/\bclient\.(\w+)\(/g)].map(([, name = '']) => name);
+/** The SDK's clients, by the name each sample gives its own. */
+const CLIENTS = { client: SafetyClient.prototype, oauth: OAuthClient.prototype };
+
+/** The SDK's methods a sample calls (`client.listIncidents(`, `oauth.getJwks(`), by client. */
+const sdkCalls = (source: string): { client: keyof typeof CLIENTS; method: string }[] =>
+  [...source.matchAll(/\b(client|oauth)\.(\w+)\(/g)].map(([, client = '', method = '']) => ({
+    client: client as keyof typeof CLIENTS,
+    method,
+  }));
+
+/** The operations whose SDK method is named otherwise: what the SDK does in their place. */
+const SDK_METHODS: Record<string, string> = {
+  // A URL for the browser, built without a request.
+  authorize: 'authorizationUrl',
+  endSession: 'endSessionUrl',
+  // The grant of the curl sample; `exchangeCode` is the authorization code's.
+  createToken: 'clientCredentialsToken',
+  // The SDK asks with GET, the token in the header.
+  getUserInfoByPost: 'getUserInfo',
+};
 
 /** The SDK's method for an operation: the CSV exports share the NDJSON export's method. */
-const sdkMethodOf = (operationId: string): string => operationId.replace(/Csv$/, '');
+const sdkMethodOf = (operationId: string): string =>
+  SDK_METHODS[operationId] ?? operationId.replace(/Csv$/, '');
+
+/**
+ * The order the samples run in: the refresh spends the refresh token, and revoking it ends the
+ * grant of the access token the others use, so those two come last.
+ */
+const LAST = ['refreshToken', 'revokeToken'];
+const runOrder = (a: Operation, b: Operation) => LAST.indexOf(a.operationId) - LAST.indexOf(b.operationId);
 
 describe('request samples (x-codeSamples)', () => {
   let examples: ExampleServer;
@@ -45,14 +75,16 @@ describe('request samples (x-codeSamples)', () => {
   });
   after(() => examples.close());
 
-  test('every operation has curl first, and the TypeScript SDK wherever the SDK has the operation: the whole public API', () => {
+  test('every operation has curl first, then the TypeScript SDK', () => {
     const operations = check.operations();
     assert.ok(operations.length >= 30, 'the document has the operations');
     for (const operation of operations) {
-      const isPublic = operation.path.startsWith(`${PUBLIC_API_PATH}/`);
       assert.deepEqual(
         samplesOf(operation).map(({ lang, label }) => [lang, label]),
-        [['curl', 'curl'], ...(isPublic ? [['TypeScript', 'TypeScript SDK']] : [])],
+        [
+          ['curl', 'curl'],
+          ['TypeScript', 'TypeScript SDK'],
+        ],
         operation.operationId,
       );
       const curl = sourceOf(operation, 'curl') ?? '';
@@ -62,23 +94,19 @@ describe('request samples (x-codeSamples)', () => {
     }
   });
 
-  test('each SDK sample calls the operation’s method, and only methods the client has', () => {
-    const withSdk = check.operations().filter((operation) => sourceOf(operation, 'TypeScript SDK'));
-    assert.equal(withSdk.length, 14, 'the public API: 5 reads, 8 exports and the changes feed');
-    for (const operation of withSdk) {
-      const source = sourceOf(operation, 'TypeScript SDK') ?? '';
+  test('every operation has an SDK sample, which calls the operation’s method, and only methods the clients have', () => {
+    const operations = check.operations();
+    for (const operation of operations) {
+      const source = sourceOf(operation, 'TypeScript SDK');
+      assert.ok(source !== undefined, `${operation.operationId} has an SDK sample`);
       assert.match(source, /from '@safety-incident\/sdk';/, operation.operationId);
-      const calls = clientCalls(source);
+      const calls = sdkCalls(source);
       assert.ok(
-        calls.includes(sdkMethodOf(operation.operationId)),
-        `${operation.operationId}: ${calls.join(', ')}`,
+        calls.some(({ method }) => method === sdkMethodOf(operation.operationId)),
+        `${operation.operationId}: ${calls.map(({ method }) => method).join(', ')}`,
       );
-      for (const name of calls) {
-        assert.equal(
-          typeof Reflect.get(SafetyClient.prototype, name),
-          'function',
-          `SafetyClient has ${name}()`,
-        );
+      for (const { client, method } of calls) {
+        assert.equal(typeof Reflect.get(CLIENTS[client], method), 'function', `${client} has ${method}()`);
       }
     }
   });
@@ -97,11 +125,8 @@ describe('request samples (x-codeSamples)', () => {
   });
 
   test('every curl sample runs: each request it makes succeeds', async () => {
-    // Revoking the refresh token ends the grant of the access token the others use: last.
-    const operations = check
-      .operations()
-      .sort((a, b) => Number(a.operationId === 'revokeToken') - Number(b.operationId === 'revokeToken'));
-    for (const operation of operations) {
+    await examples.renewTokens();
+    for (const operation of check.operations().sort(runOrder)) {
       const { stdout } = await runShell(sourceOf(operation, 'curl') ?? '', examples);
       assert.ok(stdout.length > 0, `${operation.operationId} printed something`);
     }
@@ -109,14 +134,16 @@ describe('request samples (x-codeSamples)', () => {
 
   test('every SDK sample type-checks under tsc --strict and runs', { timeout: 240_000 }, async () => {
     const modules = Object.fromEntries(
-      check.operations().flatMap((operation) => {
-        const source = sourceOf(operation, 'TypeScript SDK');
-        return source === undefined ? [] : [[operation.operationId, source]];
-      }),
+      check
+        .operations()
+        .sort(runOrder)
+        .map((operation) => [operation.operationId, sourceOf(operation, 'TypeScript SDK') ?? '']),
     );
+    await examples.renewTokens();
     await typeCheck(modules, examples);
-    for (const [name, source] of Object.entries(modules)) {
-      const { stdout, stderr } = await runTypeScript(name, source, examples);
+    const ran = await runTypeScriptModules(modules, examples);
+    assert.deepEqual(Object.keys(ran), Object.keys(modules));
+    for (const [name, { stdout, stderr }] of Object.entries(ran)) {
       assert.equal(stderr, '', name);
       assert.ok(stdout.length > 0, `${name} printed something`);
     }

@@ -41,6 +41,11 @@ export interface ExampleServer {
   server: OauthServer;
   /** The variables the examples read: every credential they need, valid on `server`. */
   env: Record<string, string>;
+  /**
+   * A new grant in `env` (`ACCESS_TOKEN`, `REFRESH_TOKEN`), the person approving again: for a run
+   * of examples after one that spent the refresh token or revoked the grant.
+   */
+  renewTokens(): Promise<void>;
   /** An empty folder of its own, where the examples run and write their files. */
   dir: string;
   close(): Promise<void>;
@@ -73,31 +78,37 @@ export async function startExampleServer(): Promise<ExampleServer> {
   const client = await seedClient(db, accountId);
   assert.ok(client.clientSecret !== null);
   const config = await discover(server, client.clientId, client.clientSecret);
-  const { url, verifier } = await authorizationRequest(config, {
-    scope: 'openid profile email users:read departments:read locations:read incidents:read',
-  });
-  const callback = await signInAndConsent(new Browser(server.baseUrl), url, {
-    email: user.email,
-    password: PASSWORD,
-  });
-  const tokens = await oidc.authorizationCodeGrant(config, callback, { pkceCodeVerifier: verifier });
-  assert.ok(tokens.refresh_token !== undefined, 'the code grant gives a refresh token');
+  const grant = async () => {
+    const { url, verifier } = await authorizationRequest(config, {
+      scope: 'openid profile email users:read departments:read locations:read incidents:read',
+    });
+    const callback = await signInAndConsent(new Browser(server.baseUrl), url, {
+      email: user.email,
+      password: PASSWORD,
+    });
+    const tokens = await oidc.authorizationCodeGrant(config, callback, { pkceCodeVerifier: verifier });
+    assert.ok(tokens.refresh_token !== undefined, 'the code grant gives a refresh token');
+    return { ACCESS_TOKEN: tokens.access_token, REFRESH_TOKEN: tokens.refresh_token };
+  };
   const dir = mkdtempSync(join(tmpdir(), 'safety-api-examples-'));
   mkdirSync(join(dir, BIN));
   writeFileSync(join(dir, BIN, 'curl'), '#!/bin/sh\nexec /usr/bin/curl --fail-with-body "$@"\n', {
     mode: 0o755,
   });
+  const env: Record<string, string> = {
+    SAFETY_API_KEY: rawKey,
+    ...(await grant()),
+    CLIENT_ID: client.clientId,
+    CLIENT_SECRET: client.clientSecret,
+    REDIRECT_URI,
+    CODE_CHALLENGE: await oidc.calculatePKCECodeChallenge(oidc.randomPKCECodeVerifier()),
+  };
   return {
     server,
     dir,
-    env: {
-      SAFETY_API_KEY: rawKey,
-      ACCESS_TOKEN: tokens.access_token,
-      REFRESH_TOKEN: tokens.refresh_token,
-      CLIENT_ID: client.clientId,
-      CLIENT_SECRET: client.clientSecret,
-      REDIRECT_URI,
-      CODE_CHALLENGE: await oidc.calculatePKCECodeChallenge(oidc.randomPKCECodeVerifier()),
+    env,
+    renewTokens: async () => {
+      Object.assign(env, await grant());
     },
     close: async () => {
       rmSync(dir, { recursive: true, force: true });
@@ -127,14 +138,17 @@ export async function runShell(example: string, { dir, env }: ExampleServer): Pr
 }
 
 /** The module as this test writes it: the SDK's package name pointed at its sources. */
-const fromSources = (module: string) =>
+export const fromSources = (module: string) =>
   module.replaceAll(`from '${SDK_PACKAGE}'`, `from ${JSON.stringify(SDK_SOURCES)}`);
 
 /**
  * Type-checks TypeScript examples as a strict project of an integrator would (each one a module of
  * its own, the SDK's types from its sources), in one run of `tsc`.
  */
-export async function typeCheck(modules: Record<string, string>, { dir }: ExampleServer): Promise<void> {
+export async function typeCheck(
+  modules: Record<string, string>,
+  { dir }: Pick<ExampleServer, 'dir'>,
+): Promise<void> {
   const folder = mkdtempSync(join(dir, 'typecheck-'));
   for (const [name, source] of Object.entries(modules)) writeFileSync(join(folder, `${name}.ts`), source);
   writeFileSync(
@@ -170,6 +184,53 @@ export async function runTypeScript(name: string, module: string, { dir, env }: 
   return run(process.execPath, [file], { cwd: dir, env: { ...process.env, ...env }, timeout: 60_000 }).catch(
     (error: { stdout?: string; stderr?: string; code?: number }) =>
       assert.fail(`exit ${error.code}:\n${module}\n${error.stderr ?? ''}${error.stdout ?? ''}`),
+  );
+}
+
+/** Where one module's output ends and the next one's begins, in `runTypeScriptModules`. */
+const MODULE_MARK = '\u0000module ';
+
+/**
+ * Runs TypeScript examples one after another in one Node process, each imported as the module it
+ * is, so that the SDK's sources are loaded once rather than once an example; returns each one's
+ * output, in order. An example that throws ends the run, failing with its name and output.
+ */
+export async function runTypeScriptModules(
+  modules: Record<string, string>,
+  { dir, env }: ExampleServer,
+): Promise<Record<string, Ran>> {
+  const folder = mkdtempSync(join(dir, 'modules-'));
+  const names = Object.keys(modules);
+  for (const name of names) writeFileSync(join(folder, `${name}.ts`), fromSources(modules[name] ?? ''));
+  const runner = join(folder, 'run-all.mjs');
+  writeFileSync(
+    runner,
+    `for (const name of ${JSON.stringify(names)}) {
+  for (const stream of [process.stdout, process.stderr]) stream.write(${JSON.stringify(MODULE_MARK)} + name + '\\n');
+  await import(\`./\${name}.ts\`);
+}\n`,
+  );
+  const outputOf = (text: string) =>
+    Object.fromEntries(
+      text
+        .split(MODULE_MARK)
+        .slice(1)
+        .map((part) => [part.slice(0, part.indexOf('\n')), part.slice(part.indexOf('\n') + 1)]),
+    ) as Record<string, string>;
+  const { stdout, stderr } = await run(process.execPath, [runner], {
+    cwd: dir,
+    env: { ...process.env, ...env },
+    timeout: 180_000,
+  }).catch((error: { stdout?: string; stderr?: string; code?: number }) => {
+    const failed = Object.keys(outputOf(error.stdout ?? '')).at(-1) ?? '';
+    return assert.fail(
+      `${failed}: exit ${error.code}:\n${modules[failed] ?? ''}\n${outputOf(error.stderr ?? '')[failed] ?? error.stderr ?? ''}${outputOf(error.stdout ?? '')[failed] ?? ''}`,
+    );
+  });
+  const out = outputOf(stdout);
+  const err = outputOf(stderr);
+  return Object.fromEntries(
+    names.map((name) => [name, { stdout: out[name] ?? '', stderr: err[name] ?? '' }]),
   );
 }
 

@@ -294,7 +294,7 @@ for (const store of STORES) {
       }
     });
 
-    test('cache: a GET goes again with If-None-Match, and the 304 is answered from the cache', async () => {
+    test('etagCache: a GET goes again with If-None-Match, and the 304 is answered from the cache', async () => {
       // An account of its own: the test changes its data.
       const own = randomUUID();
       const owned = [1, 2, 3].map((n) => incident(own, n, minute(n)));
@@ -305,7 +305,7 @@ for (const store of STORES) {
       const cached = createClient({
         baseUrl,
         apiKey: ownKey,
-        cache: true,
+        etagCache: true,
         fetch: async (request: Request) => {
           const response = await fetch(request);
           const { pathname, search } = new URL(request.url);
@@ -382,7 +382,7 @@ for (const store of STORES) {
       assert.deepEqual(seen, [null, null]);
     });
 
-    test('cache: an EtagCache of your own is asked by URL, and a 304 answers with the body it keeps', async () => {
+    test('etagCache: an EtagCache of your own is asked by URL, and a 304 answers with the body it keeps', async () => {
       const kept = new Map<string, CachedAnswer>();
       const cache = {
         get: async (url: string) => kept.get(url),
@@ -390,7 +390,7 @@ for (const store of STORES) {
           kept.set(url, answer);
         },
       };
-      const cached = createClient({ baseUrl, apiKey: rawKey, cache });
+      const cached = createClient({ baseUrl, apiKey: rawKey, etagCache: cache });
       const { data } = await cached.listLocations();
       const url = `${baseUrl}/api/v1/public/locations`;
       const answer = kept.get(url);

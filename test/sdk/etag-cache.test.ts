@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { MemoryEtagCache } from '../../packages/sdk/src/index.ts';
 
-/** The in-memory cache of `cache: true`: bounded by bytes, the least recently used answers out first. */
+/** The in-memory cache of `etagCache: true`: bounded by bytes, the least recently used answers out first. */
 
 const answer = (etag: string, body: string) => ({ etag, body });
 /** The bytes an answer takes: its URL, ETag and body in UTF-8. */

@@ -1,10 +1,6 @@
-import { createRequire } from 'node:module';
-import createFetchClient, { type Client } from 'openapi-fetch';
-import { errorClassOf, type SafetyApiError } from './errors.ts';
 import { caching, type EtagCache, MemoryEtagCache } from './etag-cache.ts';
 import { type CsvRecord, csvRows, type ExportFormat, ExportStream, ndjsonRows } from './export-stream.ts';
-import type { paths } from './generated/openapi.ts';
-import { type Fetch, integerHeader, type RetryOptions, type Send, sender } from './retry.ts';
+import { type CallOptions, type ConnectionOptions, errorOf, rateLimitOf, Transport } from './transport.ts';
 import type {
   ApiResult,
   Change,
@@ -12,47 +8,33 @@ import type {
   Department,
   Incident,
   IncidentPagination,
+  Liveness,
   Location,
-  RateLimit,
+  Page,
+  Readiness,
   RecordType,
   TypedRecord,
   User,
 } from './types.ts';
 
-export interface ClientOptions {
-  /** The service's origin, e.g. `https://safety.example.com`: no path, no query. */
-  baseUrl: string;
-  /** `svc_` and 40 hex characters, from the admin panel. */
-  apiKey: string;
-  /** Defaults to the global `fetch`. */
-  fetch?: Fetch;
-  /**
-   * How 429 and 503 answers, network failures and timeouts are retried; `false` sends each call
-   * once and reports them at once.
-   */
-  retry?: RetryOptions | false;
-  /**
-   * Milliseconds each attempt of a call may take (default 30 000), its whole answer read (an
-   * export: its headers); past it, the attempt is aborted and retried, and once `retry` is spent
-   * the call rejects with a `TimeoutError`. `false`: no limit. A call may override it.
-   */
-  timeout?: number | false;
-  /**
-   * Keep the answers of GETs with their ETags and ask with `If-None-Match`: a 304 (free, not counted
-   * against the allowance) is answered from the cache. `true`: a `MemoryEtagCache` of 8 MiB; or
-   * an `EtagCache` of your own. Off by default.
-   */
-  cache?: boolean | EtagCache;
-  /** Your application, named after the SDK in the `User-Agent` of every request. */
-  appInfo?: { name: string; version?: string };
-}
+/**
+ * The credentials of a client: an API key (`svc_…`) for the public API, an OAuth 2 access token of
+ * the same account for the wider API's `…Paged` calls, or both. The probes need neither.
+ */
+export type Credentials =
+  { apiKey: string; accessToken?: string } | { apiKey?: undefined; accessToken: string };
 
-export interface CallOptions {
-  /** Aborts the request, and any wait before a retry. */
-  signal?: AbortSignal;
-  /** This call's `timeout`, in place of the client's. */
-  timeout?: number | false;
-}
+export type ClientOptions = ConnectionOptions &
+  Credentials & {
+    /**
+     * Keep the answers of GETs with their ETags and ask with `If-None-Match`: a 304 (free, not
+     * counted against the allowance) is answered from the cache. `true`: a `MemoryEtagCache` of 8
+     * MiB; or an `EtagCache` of your own. Off by default.
+     */
+    etagCache?: boolean | EtagCache;
+  };
+
+export type { CallOptions };
 
 export interface ExportOptions extends CallOptions {
   /**
@@ -73,76 +55,24 @@ export interface SyncOptions extends CallOptions {
   saveCursor(cursor: string): void | Promise<void>;
 }
 
+/** A page of the wider API: from offset `start` (default 0), `limit` records (default 20, at most 100). */
+export interface PageQuery {
+  start?: number;
+  limit?: number;
+}
+
 /** The largest page of the feed: the fewest requests for `sync()`. */
 const FEED_PAGE_SIZE = 1000;
 /** The largest page of incidents the API serves: the fewest requests for `incidents()`. */
 const INCIDENT_PAGE_SIZE = 200;
-/** Long enough for the largest page on a slow link, short enough not to hang on a lost one. */
-const DEFAULT_TIMEOUT_MS = 30_000;
-/** The longest delay `setTimeout` takes (about 24.8 days). */
-const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+/** The largest page of the wider API (`_limit`): the fewest requests for the `…Paged()` iterators. */
+const WIDER_PAGE_SIZE = 100;
 
-const SDK_VERSION = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
+const isReadiness = (body: unknown): body is Readiness =>
+  typeof body === 'object' && body !== null && 'status' in body && 'database' in body;
 
-/** A product token of RFC 9110 (`name/version`): no space, slash or control character. */
-const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-
-/** `User-Agent`: the SDK, Node.js, then the application when `appInfo` names it. */
-function userAgent(appInfo: ClientOptions['appInfo']): string {
-  const parts = [`safety-incident-sdk/${SDK_VERSION}`, `node/${process.versions.node}`];
-  if (appInfo !== undefined) {
-    const { name, version } = appInfo;
-    if (!TOKEN.test(name) || (version !== undefined && !TOKEN.test(version)))
-      throw new TypeError(
-        `appInfo: name and version must be single words of letters, digits and -._~ (got ${JSON.stringify(appInfo)})`,
-      );
-    parts.push(version === undefined ? name : `${name}/${version}`);
-  }
-  return parts.join(' ');
-}
-
-/** A `timeout` option as milliseconds, null for none, or a TypeError that says what is expected. */
-function timeoutOf(timeout: unknown): number | null {
-  if (timeout === false) return null;
-  if (typeof timeout === 'number' && timeout > 0 && timeout <= MAX_TIMEOUT_MS) return timeout;
-  throw new TypeError(
-    `timeout must be a number of milliseconds above 0 and at most ${MAX_TIMEOUT_MS}, or false for none (got ${String(timeout)})`,
-  );
-}
-
-/** The service's origin from `baseUrl`, or a TypeError that says what is expected. */
-function originOf(baseUrl: unknown): string {
-  const expected = "baseUrl must be the service's origin, e.g. https://safety.example.com";
-  let url: URL;
-  try {
-    url = new URL(String(baseUrl));
-  } catch {
-    throw new TypeError(`${expected} (got ${JSON.stringify(baseUrl)})`);
-  }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:')
-    throw new TypeError(`${expected}: http:// or https:// (got ${JSON.stringify(baseUrl)})`);
-  if (url.pathname !== '/' || url.search !== '' || url.hash !== '')
-    throw new TypeError(
-      `${expected}, without a path or query: the SDK adds /api/v1/public/… (got ${JSON.stringify(baseUrl)})`,
-    );
-  return url.origin;
-}
-
-function rateLimitOf(response: Response): RateLimit | null {
-  const limit = integerHeader(response.headers, 'x-ratelimit-limit');
-  const remaining = integerHeader(response.headers, 'x-ratelimit-remaining');
-  if (limit === null || remaining === null) return null;
-  return { limit, remaining, reset: integerHeader(response.headers, 'x-ratelimit-reset') };
-}
-
-function errorOf(response: Response, body: unknown): SafetyApiError {
-  const ErrorClass = errorClassOf(response.status);
-  return new ErrorClass(response.status, body, {
-    requestId: response.headers.get('x-request-id'),
-    retryAfter: integerHeader(response.headers, 'retry-after'),
-    rateLimit: rateLimitOf(response),
-  });
-}
+/** The wider API's query parameters for a `PageQuery`. */
+const pageQuery = ({ start, limit }: PageQuery) => ({ _start: start, _limit: limit });
 
 /** An upsert's record with its kind, or null for a delete (the only change without an object). */
 function upserted(change: Change): TypedRecord | null {
@@ -160,89 +90,160 @@ function upserted(change: Change): TypedRecord | null {
   }
 }
 
-/** A client of the public API for one service and one API key. */
+/**
+ * A client of the service for one account: the public API with an API key, the wider API with an
+ * OAuth 2 access token, and the probes.
+ */
 export class SafetyClient {
-  readonly #api: Client<paths>;
-  readonly #send: Send;
-  readonly #timeout: number | false;
+  readonly #transport: Transport;
+  readonly #apiKey: string | undefined;
+  readonly #accessToken: string | undefined;
 
-  constructor({
-    baseUrl,
-    apiKey,
-    fetch = globalThis.fetch,
-    retry = {},
-    timeout = DEFAULT_TIMEOUT_MS,
-    cache = false,
-    appInfo,
-  }: ClientOptions) {
-    timeoutOf(timeout);
-    this.#timeout = timeout;
-    const send = sender(fetch, retry);
-    this.#send = cache === false ? send : caching(send, cache === true ? new MemoryEtagCache() : cache);
-    this.#api = createFetchClient<paths>({
-      baseUrl: originOf(baseUrl),
-      headers: { authorization: `Bearer ${apiKey}`, 'user-agent': userAgent(appInfo) },
-    });
+  constructor(options: ClientOptions) {
+    const { apiKey, accessToken, etagCache = false } = options;
+    if (apiKey === undefined && accessToken === undefined)
+      throw new TypeError(
+        'apiKey (svc_…, for the public API) or accessToken (OAuth 2, for the wider API) is required',
+      );
+    this.#apiKey = apiKey;
+    this.#accessToken = accessToken;
+    this.#transport = new Transport(options, (send) =>
+      etagCache === false ? send : caching(send, etagCache === true ? new MemoryEtagCache() : etagCache),
+    );
   }
 
-  /**
-   * A call's options for openapi-fetch: its signal, and the client's way of sending with the
-   * call's timeout. `stream`: the body is handed over as it arrives (an export).
-   */
-  #sendOptions({ signal, timeout = this.#timeout }: CallOptions, stream: boolean) {
-    return {
-      signal,
-      // Checked here, so that a wrong timeout rejects the call rather than throw.
-      fetch: async (request: Request) => this.#send(request, { timeout: timeoutOf(timeout), stream }),
-    };
+  /** The headers of a public API call: its API key. */
+  #withKey() {
+    if (this.#apiKey === undefined)
+      throw new TypeError('this call is to the public API: create the client with an apiKey (svc_…)');
+    return { authorization: `Bearer ${this.#apiKey}` };
+  }
+
+  /** The headers of a wider API call: its access token. */
+  #withToken() {
+    if (this.#accessToken === undefined)
+      throw new TypeError('this call is to the wider API: create the client with an accessToken (OAuth 2)');
+    return { authorization: `Bearer ${this.#accessToken}` };
+  }
+
+  /** A public API call's options for openapi-fetch. */
+  #public(options: CallOptions) {
+    return { headers: this.#withKey(), ...this.#transport.init(options) };
   }
 
   /** One page of incidents, newest first. `limit` is at most 200 (larger is served as 200). */
-  listIncidents(
+  async listIncidents(
     query: { page?: number; limit?: number } = {},
     options: CallOptions = {},
   ): Promise<ApiResult<{ data: Incident[]; pagination: IncidentPagination }>> {
-    return this.#result(
-      this.#api.GET('/api/v1/public/incidents', { params: { query }, ...this.#sendOptions(options, false) }),
+    return this.#data(
+      this.#transport.api.GET('/api/v1/public/incidents', { params: { query }, ...this.#public(options) }),
     );
   }
 
   /** One incident; a SafetyApiError with status 404 when the account has none with that id. */
-  getIncident(id: string, options: CallOptions = {}): Promise<ApiResult<Incident>> {
-    return this.#result(
-      this.#api.GET('/api/v1/public/incidents/{id}', {
+  async getIncident(id: string, options: CallOptions = {}): Promise<ApiResult<Incident>> {
+    return this.#data(
+      this.#transport.api.GET('/api/v1/public/incidents/{id}', {
         params: { path: { id } },
-        ...this.#sendOptions(options, false),
+        ...this.#public(options),
       }),
     );
   }
 
   /** Every active user, by name. */
-  listUsers(options: CallOptions = {}): Promise<ApiResult<User[]>> {
-    return this.#result(this.#api.GET('/api/v1/public/users', this.#sendOptions(options, false)));
+  async listUsers(options: CallOptions = {}): Promise<ApiResult<User[]>> {
+    return this.#data(this.#transport.api.GET('/api/v1/public/users', this.#public(options)));
   }
 
   /** Every active department, by name. */
-  listDepartments(options: CallOptions = {}): Promise<ApiResult<Department[]>> {
-    return this.#result(this.#api.GET('/api/v1/public/departments', this.#sendOptions(options, false)));
+  async listDepartments(options: CallOptions = {}): Promise<ApiResult<Department[]>> {
+    return this.#data(this.#transport.api.GET('/api/v1/public/departments', this.#public(options)));
   }
 
   /** Every active location, by name. */
-  listLocations(options: CallOptions = {}): Promise<ApiResult<Location[]>> {
-    return this.#result(this.#api.GET('/api/v1/public/locations', this.#sendOptions(options, false)));
+  async listLocations(options: CallOptions = {}): Promise<ApiResult<Location[]>> {
+    return this.#data(this.#transport.api.GET('/api/v1/public/locations', this.#public(options)));
   }
 
   /**
    * One page of the changes feed after `cursor` (none: from the beginning; `latest`: no changes,
    * the current position). Continue from `next_cursor` while `has_more`.
    */
-  listChanges(
+  async listChanges(
     query: { cursor?: string; limit?: number } = {},
     options: CallOptions = {},
   ): Promise<ApiResult<ChangesPage>> {
-    return this.#result(
-      this.#api.GET('/api/v1/public/changes', { params: { query }, ...this.#sendOptions(options, false) }),
+    return this.#data(
+      this.#transport.api.GET('/api/v1/public/changes', { params: { query }, ...this.#public(options) }),
     );
+  }
+
+  /**
+   * The wider API (an access token with `incidents:read`): one page of incidents, newest first,
+   * from offset `start`.
+   */
+  async listIncidentsPaged(
+    query: PageQuery = {},
+    options: CallOptions = {},
+  ): Promise<ApiResult<Page<Incident>>> {
+    return this.#answer(this.#transport.api.GET('/api/v1/incidents', this.#wider(query, options)));
+  }
+
+  /** The wider API (an access token with `users:read`): one page of active users, by name. */
+  async listUsersPaged(query: PageQuery = {}, options: CallOptions = {}): Promise<ApiResult<Page<User>>> {
+    return this.#answer(this.#transport.api.GET('/api/v1/users', this.#wider(query, options)));
+  }
+
+  /** The wider API (an access token with `departments:read`): one page of active departments. */
+  async listDepartmentsPaged(
+    query: PageQuery = {},
+    options: CallOptions = {},
+  ): Promise<ApiResult<Page<Department>>> {
+    return this.#answer(this.#transport.api.GET('/api/v1/departments', this.#wider(query, options)));
+  }
+
+  /** The wider API (an access token with `locations:read`): one page of active locations. */
+  async listLocationsPaged(
+    query: PageQuery = {},
+    options: CallOptions = {},
+  ): Promise<ApiResult<Page<Location>>> {
+    return this.#answer(this.#transport.api.GET('/api/v1/locations', this.#wider(query, options)));
+  }
+
+  /** A wider API call's options for openapi-fetch. */
+  #wider(query: PageQuery, options: CallOptions) {
+    return {
+      params: { query: pageQuery(query) },
+      headers: this.#withToken(),
+      ...this.#transport.init(options),
+    };
+  }
+
+  /** Whether the process answers (`/healthz`); sends no credential, counts against no allowance. */
+  async checkLiveness(options: CallOptions = {}): Promise<ApiResult<Liveness>> {
+    const { data, error, response } = await this.#transport.api.GET(
+      '/healthz',
+      this.#transport.init(options),
+    );
+    if (data === undefined) throw errorOf(response, error);
+    return { data, rateLimit: null, requestId: response.headers.get('x-request-id') };
+  }
+
+  /**
+   * Whether the instance can serve requests (`/readyz`): the report, `status: 'ready'` or
+   * `'unavailable'` (its database does not answer), either way. Asked once, never retried: the
+   * report is of this moment. A 503 without a report (the instance is shutting down) throws a
+   * `ServiceUnavailableError`.
+   */
+  async checkReadiness(options: CallOptions = {}): Promise<ApiResult<Readiness>> {
+    const { data, error, response } = await this.#transport.api.GET(
+      '/readyz',
+      this.#transport.init(options, { retry: false }),
+    );
+    const report = data ?? (response.status === 503 && isReadiness(error) ? error : undefined);
+    if (report === undefined) throw errorOf(response, error);
+    return { data: report, rateLimit: null, requestId: response.headers.get('x-request-id') };
   }
 
   /**
@@ -318,6 +319,44 @@ export class SafetyClient {
     yield* (await this.listLocations(options)).data;
   }
 
+  /** Every incident through the wider API's pages (`limit` per request: 100, the largest, unless told). */
+  incidentsPaged({ limit = WIDER_PAGE_SIZE }: { limit?: number } = {}, options: CallOptions = {}) {
+    return this.#offsetPages((start) => this.listIncidentsPaged({ start, limit }, options));
+  }
+
+  /** Every active user through the wider API's pages. */
+  usersPaged({ limit = WIDER_PAGE_SIZE }: { limit?: number } = {}, options: CallOptions = {}) {
+    return this.#offsetPages((start) => this.listUsersPaged({ start, limit }, options));
+  }
+
+  /** Every active department through the wider API's pages. */
+  departmentsPaged({ limit = WIDER_PAGE_SIZE }: { limit?: number } = {}, options: CallOptions = {}) {
+    return this.#offsetPages((start) => this.listDepartmentsPaged({ start, limit }, options));
+  }
+
+  /** Every active location through the wider API's pages. */
+  locationsPaged({ limit = WIDER_PAGE_SIZE }: { limit?: number } = {}, options: CallOptions = {}) {
+    return this.#offsetPages((start) => this.listLocationsPaged({ start, limit }, options));
+  }
+
+  /**
+   * Every record of a wider API list: the next page starts at `start` + `perPage` while
+   * `currentPage` is below `totalPages`. A record pushed onto the next page by a new one is not
+   * yielded twice.
+   */
+  async *#offsetPages<T extends { id: string }>(
+    list: (start: number) => Promise<ApiResult<Page<T>>>,
+  ): AsyncGenerator<T> {
+    let previousPage = new Set<string>();
+    for (let start = 0; ;) {
+      const { response: records, pagination } = (await list(start)).data;
+      for (const record of records) if (!previousPage.has(record.id)) yield record;
+      if (records.length === 0 || pagination.currentPage >= pagination.totalPages) return;
+      previousPage = new Set(records.map((record) => record.id));
+      start = pagination.start + pagination.perPage;
+    }
+  }
+
   /**
    * The pages of the changes feed from `cursor` until `has_more` is false. Store each page's
    * `next_cursor` once its changes are applied; the last one is where to poll from next time.
@@ -374,17 +413,24 @@ export class SafetyClient {
   }
 
   /** A resource's export in the format `options` asks for. */
-  #exportOf<Row>(
+  async #exportOf<Row>(
     resource: 'incidents' | 'users' | 'departments' | 'locations',
     options: ExportOptions,
   ): Promise<ExportStream<Row> | ExportStream<CsvRecord>> {
     const { format = 'ndjson', ...call } = options;
-    const init = { parseAs: 'stream' as const, ...this.#sendOptions(call, true) };
+    if (format !== 'csv' && format !== 'ndjson')
+      throw new TypeError(`format must be 'ndjson' or 'csv' (got ${JSON.stringify(format)})`);
+    const init = {
+      parseAs: 'stream' as const,
+      headers: this.#withKey(),
+      ...this.#transport.init(call, { stream: true }),
+    };
     if (format === 'csv')
-      return this.#export(this.#api.GET(`/api/v1/public/exports/${resource}.csv`, init), csvRows);
-    if (format === 'ndjson')
-      return this.#export<Row>(this.#api.GET(`/api/v1/public/exports/${resource}.ndjson`, init), ndjsonRows);
-    return Promise.reject(new TypeError(`format must be 'ndjson' or 'csv' (got ${JSON.stringify(format)})`));
+      return this.#export(this.#transport.api.GET(`/api/v1/public/exports/${resource}.csv`, init), csvRows);
+    return this.#export<Row>(
+      this.#transport.api.GET(`/api/v1/public/exports/${resource}.ndjson`, init),
+      ndjsonRows,
+    );
   }
 
   /**
@@ -410,20 +456,26 @@ export class SafetyClient {
     );
   }
 
-  async #result<T>(
+  /** A public API answer: the envelope's `data`. */
+  async #data<T>(
     call: Promise<{ data?: { data: T }; error?: unknown; response: Response }>,
   ): Promise<ApiResult<T>> {
+    const { data, rateLimit, requestId } = await this.#answer(call);
+    return { data: data.data, rateLimit, requestId };
+  }
+
+  /** An API answer as it is: the wider API's page, or the public API's envelope. */
+  async #answer<T>(call: Promise<{ data?: T; error?: unknown; response: Response }>): Promise<ApiResult<T>> {
     const { data, error, response } = await call;
     if (data === undefined) throw errorOf(response, error);
-    return {
-      data: data.data,
-      rateLimit: rateLimitOf(response),
-      requestId: response.headers.get('x-request-id'),
-    };
+    return { data, rateLimit: rateLimitOf(response), requestId: response.headers.get('x-request-id') };
   }
 }
 
-/** A client of the public API for one service and one API key. */
+/**
+ * A client of the service for one account: the public API with `apiKey`, the wider API with
+ * `accessToken`, and the probes.
+ */
 export function createClient(options: ClientOptions): SafetyClient {
   return new SafetyClient(options);
 }

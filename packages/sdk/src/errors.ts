@@ -3,10 +3,11 @@ import type { RateLimit } from './types.ts';
 
 /**
  * The codes the contract puts in `error` (401, 403, 429, and the changes feed's 400 and 410), as
- * the OpenAPI document's `CodedError` schema lists them.
+ * the OpenAPI document's `CodedError` schema lists them, or an OAuth 2 error (`invalid_grant`…).
  */
 export type ErrorCode =
   | components['schemas']['CodedError']['error']
+  | components['schemas']['OAuthError']['error']
   // A code this version of the SDK does not know yet, still reported as it came.
   | (string & {});
 
@@ -14,8 +15,9 @@ const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /**
- * Any answer but a 2xx. `code` is the contract's `error` string, or null when the body has
- * `"error": true` (404, 405, 500, 503) or is not the API's JSON (a proxy's page).
+ * Any answer but a 2xx. `code` is the contract's `error` string (or OAuth 2's, with its
+ * `error_description` as the message), or null when the body has `"error": true` (404, 405, 500,
+ * 503) or is not the API's JSON (a proxy's page).
  */
 export class SafetyApiError extends Error {
   override readonly name: string = 'SafetyApiError';
@@ -31,7 +33,8 @@ export class SafetyApiError extends Error {
     body: unknown,
     meta: { requestId: string | null; retryAfter: number | null; rateLimit: RateLimit | null },
   ) {
-    const message = isRecord(body) && typeof body.message === 'string' ? body.message : `HTTP ${status}`;
+    const text = isRecord(body) ? (body.message ?? body.error_description) : undefined;
+    const message = typeof text === 'string' ? text : `HTTP ${status}`;
     super(message);
     this.status = status;
     this.code = isRecord(body) && typeof body.error === 'string' ? body.error : null;
@@ -41,12 +44,19 @@ export class SafetyApiError extends Error {
   }
 }
 
-/** 401: the key is missing, malformed (`API_KEY_REQUIRED`), unknown, disabled, revoked or expired (`API_KEY_INVALID`). */
+/**
+ * 401: the key is missing, malformed (`API_KEY_REQUIRED`), unknown, disabled, revoked or expired
+ * (`API_KEY_INVALID`); the access token is missing or no longer valid; the OAuth client's
+ * credentials are wrong (`invalid_client`).
+ */
 export class AuthenticationError extends SafetyApiError {
   override readonly name: string = 'AuthenticationError';
 }
 
-/** 403: the account's plan has no API access (`FEATURE_NOT_AVAILABLE`), or the key's scope is too narrow. */
+/**
+ * 403: the account's plan has no API access (`FEATURE_NOT_AVAILABLE`), or the key's scope (or the
+ * access token's) is too narrow.
+ */
 export class PermissionError extends SafetyApiError {
   override readonly name: string = 'PermissionError';
 }
@@ -68,9 +78,9 @@ export class ServiceUnavailableError extends SafetyApiError {
 
 /**
  * No whole answer within the client's `timeout` (per attempt): not a SafetyApiError, since no answer
- * came. A timed-out attempt is retried like a network failure (every call is a GET, safe to send
- * again) while the `retry` budget lasts; this is thrown once it is spent, or at once with
- * `retry: false`.
+ * came. A timed-out GET is retried like a network failure (safe to send again) while the `retry`
+ * budget lasts; this is thrown once it is spent, at once with `retry: false`, and at once for a
+ * POST.
  */
 export class TimeoutError extends Error {
   override readonly name: string = 'TimeoutError';

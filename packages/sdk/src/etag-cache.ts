@@ -10,7 +10,7 @@ export interface CachedAnswer {
 
 /**
  * Where a client keeps the answers of its GETs, by URL (the service's origin, path and query, its
- * parameters sorted), for the `cache` option. `get` and `set` may return promises, so a cache may live in a file or a
+ * parameters sorted), for the `etagCache` option. `get` and `set` may return promises, so a cache may live in a file or a
  * shared store; one that throws fails the call. Keep one per API key: the same URL answers each
  * account with its own records.
  */
@@ -19,11 +19,11 @@ export interface EtagCache {
   set(url: string, answer: CachedAnswer): void | Promise<void>;
 }
 
-/** What `cache: true` keeps at most. */
+/** What `etagCache: true` keeps at most. */
 const DEFAULT_MAX_BYTES = 8 * 1024 * 1024;
 
 /**
- * The cache of `cache: true`: in memory, at most `maxBytes` of URLs, ETags and bodies (UTF-8
+ * The cache of `etagCache: true`: in memory, at most `maxBytes` of URLs, ETags and bodies (UTF-8
  * bytes), the least recently used answers dropped first. An answer larger than that is not kept.
  */
 export class MemoryEtagCache implements EtagCache {
@@ -72,7 +72,7 @@ export class MemoryEtagCache implements EtagCache {
 }
 
 /**
- * `send`, with the ETags of `cache`: a GET whose answer is kept goes with `If-None-Match`, and a 304
+ * `send`, with the ETags of `etagCache`: a GET whose answer is kept goes with `If-None-Match`, and a 304
  * is answered with the kept body (and the 304's own headers: its rate limit and request id); a 200
  * with an ETag is kept. Streamed bodies (exports) are neither kept nor asked for so.
  */

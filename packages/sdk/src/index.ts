@@ -2,7 +2,9 @@ export {
   type CallOptions,
   type ClientOptions,
   createClient,
+  type Credentials,
   type ExportOptions,
+  type PageQuery,
   SafetyClient,
   type SyncOptions,
 } from './client.ts';
@@ -19,7 +21,15 @@ export {
 export { type CachedAnswer, type EtagCache, MemoryEtagCache } from './etag-cache.ts';
 export { type CsvRecord, type ExportFormat, ExportStream } from './export-stream.ts';
 export type { components, paths, webhooks } from './generated/openapi.ts';
+export {
+  type Authorization,
+  type AuthorizationRequest,
+  createOAuthClient,
+  OAuthClient,
+  type OAuthClientOptions,
+} from './oauth.ts';
 export type { Fetch, RetryOptions } from './retry.ts';
+export type { ConnectionOptions } from './transport.ts';
 export type {
   ApiResult,
   Change,
@@ -27,11 +37,19 @@ export type {
   Department,
   Incident,
   IncidentPagination,
+  JsonWebKeySet,
+  Liveness,
   Location,
+  OpenIdConfiguration,
+  Page,
+  Pagination,
   RateLimit,
+  Readiness,
   RecordType,
+  TokenSet,
   TypedRecord,
   User,
+  UserInfo,
   WebhookEvent,
 } from './types.ts';
 export { verifyWebhook, type WebhookHeaders, WebhookVerificationError } from './webhooks.ts';

@@ -26,6 +26,11 @@ export interface Exchange {
    * so that a body that stalls is a timeout too, and retried like one.
    */
   stream: boolean;
+  /**
+   * Whether the request may be sent again. A POST may not: the service may have acted on it (spent
+   * an authorization code, rotated a refresh token) before its answer was lost.
+   */
+  retry: boolean;
 }
 
 /** Sends one call: its attempts, and the waits between them. */
@@ -94,7 +99,7 @@ async function attempt(fetch: Fetch, request: Request, { timeout, stream }: Exch
         }, timeout);
   let streaming = false;
   try {
-    // A GET without a body: the same request can be sent again, each time with its own signal.
+    // A request is sent again only when it has no body: each time with its own signal.
     const response = await fetch(new Request(request, { signal: controller.signal }));
     if (stream || response.body === null) {
       streaming = stream;
@@ -119,13 +124,14 @@ async function attempt(fetch: Fetch, request: Request, { timeout, stream }: Exch
 /**
  * Sends calls through `fetch`, each attempt within its timeout, retrying within the budget: 429 and
  * 503 after their `Retry-After`, and an attempt that failed on the network (fetch rejected, not
- * aborted) or timed out after a short jittered backoff. Every request the SDK sends is a GET, so
- * sending it again is safe. Aborting the request's signal ends an attempt or a wait at once.
- * `retry: false` makes one attempt.
+ * aborted) or timed out after a short jittered backoff. Only calls whose exchange allows it are
+ * retried (the GETs: sending one again is safe). Aborting the request's signal ends an attempt or a
+ * wait at once. `retry: false` makes one attempt.
  */
 export function sender(fetch: Fetch, retry: RetryOptions | false, random: () => number = Math.random): Send {
-  const { maxAttempts = 3, maxWaitMs = 60_000 } = retry === false ? { maxAttempts: 1 } : retry;
+  const budget = retry === false ? { maxAttempts: 1 } : retry;
   return async (request, exchange) => {
+    const { maxAttempts = 3, maxWaitMs = 60_000 } = exchange.retry ? budget : { maxAttempts: 1 };
     let waitedMs = 0;
     const wait = async (waitMs: number) => {
       await delay(waitMs, request.signal);

@@ -7,6 +7,26 @@ export type Department = components['schemas']['Department'];
 export type Location = components['schemas']['Location'];
 export type IncidentPagination = components['schemas']['IncidentPagination'];
 
+/**
+ * A page of the wider API's lists (`_start`/`_limit`): its records and the pagination of the whole
+ * list. The next page starts at `pagination.start` + `pagination.perPage`.
+ */
+export interface Page<T> {
+  response: T[];
+  pagination: Pagination;
+}
+export type Pagination = components['schemas']['Pagination'];
+
+/** The probes' answers: `/healthz` and `/readyz`. */
+export type Liveness = components['schemas']['Liveness'];
+export type Readiness = components['schemas']['Readiness'];
+
+/** What the OAuth 2 authorization server answers. */
+export type TokenSet = components['schemas']['TokenResponse'];
+export type UserInfo = components['schemas']['UserInfo'];
+export type OpenIdConfiguration = components['schemas']['OpenIdConfiguration'];
+export type JsonWebKeySet = components['schemas']['JsonWebKeySet'];
+
 /** One change of the changes feed: `type` tells which record `object` is (null on a `delete`). */
 export type Change = components['schemas']['ChangesPage']['data'][number];
 export type ChangesPage = components['schemas']['ChangesPage'];
