@@ -7,8 +7,7 @@ import { openRedis, redisReady } from '../../src/redis.ts';
 import { createTestContext, STORES, seedAccount, type TestContext } from '../helpers.ts';
 import { AdminClient, PASSWORD, seedUser } from '../routes/admin/admin-helpers.ts';
 import { cheapPasswordHash } from './password-fixtures.ts';
-import { startRedis } from '../faults/harness.ts';
-import { type OwnRedis, startOwnRedis } from './redis-server.ts';
+import { type OwnRedis, startRedis } from '../faults/harness.ts';
 
 const CURRENT_COST = /^scrypt\$131072\$8\$1\$/;
 
@@ -19,7 +18,7 @@ for (const store of STORES) {
     let accountId: string;
 
     before(async () => {
-      redis = await startOwnRedis();
+      redis = await startRedis();
       ctx = await createTestContext(store);
       accountId = await seedAccount(ctx.db);
     });

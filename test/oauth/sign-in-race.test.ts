@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { startOwnRedis, type OwnRedis } from '../auth/redis-server.ts';
+import { type OwnRedis, startRedis } from '../faults/harness.ts';
 import { spyOnScrypt } from '../auth/scrypt-spy.ts';
 import { STORES, seedAccount } from '../helpers.ts';
 import { AdminClient } from '../routes/admin/admin-helpers.ts';
@@ -39,7 +39,7 @@ for (const store of STORES) {
       let client: { clientId: string; clientSecret: string | null };
 
       before(async () => {
-        redis = counting === 'redis' ? await startOwnRedis() : undefined;
+        redis = counting === 'redis' ? await startRedis() : undefined;
         server = await startOauthServer(store, redis === undefined ? {} : { REDIS_URL: redis.url });
         accountId = await seedAccount(server.ctx.db);
         client = await seedClient(server.ctx.db, accountId);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
-import { startOwnRedis, type OwnRedis } from '../../auth/redis-server.ts';
+import { type OwnRedis, startRedis } from '../../faults/harness.ts';
 import { spyOnScrypt } from '../../auth/scrypt-spy.ts';
 import { createTestContext, STORES, seedAccount, type TestContext } from '../../helpers.ts';
 import { AdminClient, csrfTokenOf, PASSWORD, seedUser } from './admin-helpers.ts';
@@ -26,7 +26,7 @@ for (const store of STORES) {
       let accountId: string;
 
       before(async () => {
-        redis = counting === 'redis' ? await startOwnRedis() : undefined;
+        redis = counting === 'redis' ? await startRedis() : undefined;
         ctx = await createTestContext(store, redis === undefined ? {} : { REDIS_URL: redis.url });
         accountId = await seedAccount(ctx.db);
       });
