@@ -37,9 +37,9 @@ const CURRENT = 'current';
 const BUILD_RETENTION_MS = 60 * 60 * 1000;
 
 /**
- * The dependencies the bundle holds instead of loading from node_modules: pure ES modules of many
- * small files, which every command loads (typebox 679 files, kysely 262). Resolving and reading
- * them one by one was over half of what `safety-api --help` cost (1.6 CPU-seconds, 0.8 bundled).
+ * The dependencies the bundle holds instead of loading from node_modules: pure ES modules of
+ * hundreds of small files each, which every command loads; resolving and reading them one by one
+ * was most of what starting a command cost (docs/performance.md, "Starting a command").
  * Everything else stays external: pg and ioredis above all, which tracing patches as they load.
  */
 const BUNDLED = /^(?:typebox|kysely)(?:\/|$)/;
