@@ -7,7 +7,8 @@ import {
 } from 'kysely';
 import { DEMO_ACCOUNT_ID } from '../src/demo/demo-data.ts';
 import { openDatabase } from '../src/db/database.ts';
-import { incidentService } from '../src/services/incident-service.ts';
+import { cacheBudgets, DEFAULT_CACHE_MAX_MB } from '../src/config.ts';
+import { IncidentService } from '../src/services/incident-service.ts';
 
 /** One statement a page of incidents ran, and SQLite's plan for it with the same parameters. */
 export interface PlannedQuery {
@@ -18,7 +19,7 @@ export interface PlannedQuery {
 
 /**
  * The statements that reading the incidents at `offset`…`offset + limit − 1` of the demo account
- * runs, exactly as the list endpoints run them (incidentService.listNewestFirst, with its real
+ * runs, exactly as the list endpoints run them (IncidentService.listNewestFirst, with its real
  * parameters, on a fresh rank map), each with its EXPLAIN QUERY PLAN. SQLite only.
  */
 export async function pagePlans(databaseUrl: string, offset: number, limit: number): Promise<PlannedQuery[]> {
@@ -35,9 +36,9 @@ export async function pagePlans(databaseUrl: string, offset: number, limit: numb
         return result;
       },
     };
-    const totals = await incidentService.totals(handle.db, DEMO_ACCOUNT_ID);
-    await incidentService.listNewestFirst(
-      handle.db.withPlugin(capture),
+    const rankMapBytes = cacheBudgets(DEFAULT_CACHE_MAX_MB).rankMaps;
+    const totals = await new IncidentService(handle.db, rankMapBytes).totals(DEMO_ACCOUNT_ID);
+    await new IncidentService(handle.db.withPlugin(capture), rankMapBytes).listNewestFirst(
       DEMO_ACCOUNT_ID,
       totals,
       offset,

@@ -1,7 +1,7 @@
 import pino from 'pino';
 import { buildApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
-import { openServices } from '../src/services/index.ts';
+import { openRuntime } from '../src/runtime.ts';
 
 /**
  * The real application from the same sources, with key usage recording `on` or `off`, for the
@@ -14,7 +14,7 @@ const recording = process.argv[2];
 if (recording !== 'on' && recording !== 'off') throw new Error('usage: usage-server.ts on|off');
 const config = loadConfig();
 const logger = pino({ level: config.logLevel });
-const services = await openServices(config, logger);
-if (recording === 'off') services.keyUsage.record = () => {};
-const app = await buildApp(config, services);
+const runtime = await openRuntime(config, logger);
+if (recording === 'off') runtime.keyUsage.record = () => {};
+const app = await buildApp(config, runtime);
 await app.listen({ port: config.port, host: config.host });

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
-import { openServices } from '../src/services/index.ts';
+import { openRuntime } from '../src/runtime.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 // The served document names the operator's BASE_URL; a production-shaped one is linted (the
@@ -17,11 +17,11 @@ const config = loadConfig({
   LOG_LEVEL: 'silent',
   BASE_URL: 'https://safety-api.invalid',
 });
-const services = await openServices(config, { warn: () => {}, error: () => {} });
-const app = await buildApp(config, services);
+const runtime = await openRuntime(config, { warn: () => {}, error: () => {} });
+const app = await buildApp(config, runtime);
 const response = await app.inject({ url: '/openapi.json' });
 await app.close();
-await services.close();
+await runtime.close();
 if (response.statusCode !== 200) {
   console.error(`/openapi.json answered ${response.statusCode}`);
   process.exit(1);

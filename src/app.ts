@@ -22,9 +22,9 @@ import { adminRoutes } from './routes/admin/index.ts';
 import { healthRoutes } from './routes/health.ts';
 import { publicApiRoutes } from './routes/public/index.ts';
 import { widerApiRoutes } from './routes/wider/index.ts';
-import type { Services } from './services/index.ts';
+import type { Runtime } from './runtime.ts';
 import { activeTracing } from './telemetry/tracing.ts';
-import type { WebhookDeps } from './services/webhook-service.ts';
+import type { Services } from './services/services.ts';
 import type { WebhookDispatcher } from './webhooks/delivery.ts';
 
 declare module 'fastify' {
@@ -39,8 +39,10 @@ declare module 'fastify' {
     lastUse: LastUseRecorder;
     keyUsage: KeyUsageRecorder;
     signIn: SignIn;
-    webhookDeps: WebhookDeps;
-    webhooks: WebhookDispatcher;
+    /** The services built on `db` (`buildServices`). */
+    services: Services;
+    /** This instance's webhook deliveries (their metrics, their pace). */
+    delivery: WebhookDispatcher;
   }
   interface FastifyRequest {
     /** The request's one budget for the store (`store-context.ts`). */
@@ -132,12 +134,12 @@ function guardRequestBodies(app: FastifyInstance): void {
 }
 
 /**
- * Builds the whole HTTP application on the given services; `server.ts` owns the process.
+ * Builds the whole HTTP application on the process's runtime (`openRuntime`); `server.ts` owns the process.
  * `logStream`: where log lines go instead of standard output (tests read them).
  */
 export async function buildApp(
   config: Config,
-  services: Services,
+  runtime: Runtime,
   { logStream }: { logStream?: DestinationStream } = {},
 ): Promise<FastifyInstance> {
   const app = Fastify({
@@ -159,16 +161,16 @@ export async function buildApp(
   await activeTracing()?.instrument(app);
 
   app.decorate('config', config);
-  app.decorate('db', services.database.db);
-  app.decorate('redis', services.redis);
-  app.decorate('keyLookup', services.keyLookup);
-  app.decorate('sharedGeneration', services.sharedGeneration);
-  app.decorate('rateLimiter', services.rateLimiter);
-  app.decorate('lastUse', services.lastUse);
-  app.decorate('keyUsage', services.keyUsage);
-  app.decorate('signIn', services.signIn);
-  app.decorate('webhookDeps', services.webhookDeps);
-  app.decorate('webhooks', services.webhooks);
+  app.decorate('db', runtime.database.db);
+  app.decorate('redis', runtime.redis);
+  app.decorate('keyLookup', runtime.keyLookup);
+  app.decorate('sharedGeneration', runtime.sharedGeneration);
+  app.decorate('rateLimiter', runtime.rateLimiter);
+  app.decorate('lastUse', runtime.lastUse);
+  app.decorate('keyUsage', runtime.keyUsage);
+  app.decorate('signIn', runtime.signIn);
+  app.decorate('services', runtime.services);
+  app.decorate('delivery', runtime.delivery);
   app.decorateRequest('apiKey', null as never);
   app.decorateRequest('storeBudget', null as never);
 

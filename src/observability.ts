@@ -27,12 +27,12 @@ export function registerObservability(app: FastifyInstance): void {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   registry.registerMetric(app.rateLimiter.fallbackCounter);
-  for (const metric of app.webhooks.metrics.all()) registry.registerMetric(metric);
+  for (const metric of app.delivery.metrics.all()) registry.registerMetric(metric);
   const tracing = activeTracing();
   if (tracing !== null) registry.registerMetric(tracing.droppedSpans);
   const http = new HttpMetrics();
   // The responses counted here also tell webhook deliveries when to give way to requests.
-  app.webhooks.governor.yieldTo(() => http.responses);
+  app.delivery.governor.yieldTo(() => http.responses);
   // Synchronous (callback style): an async hook would cost a promise and a tick on every response.
   app.addHook('onResponse', (request, reply, done) => {
     // The route pattern, never the raw URL, keeps the label set bounded.

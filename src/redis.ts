@@ -18,7 +18,7 @@ const RECONNECT_AFTER_ABANDON_MS = 100;
  * request a second waits for the deadline instead of every one, and no request waits for it twice
  * (a 304's count and its refund; a count, then a read of the shared generation on another
  * connection; a sign-in's two throttles). One per process, shared by all its connections
- * (`openServices`).
+ * (`openRuntime`).
  */
 export class RedisSuspicion {
   private until = 0;
@@ -263,7 +263,7 @@ export class RedisAvailability {
  * A connection to REDIS_URL: one server (`redis://`, `rediss://`), or whichever server the Sentinels
  * name primary (`redis+sentinel://`), followed to the replica they promote when it fails. The
  * process opens one for the public rate limiter and the sign-in throttles (and one more for the
- * rate limiter with a shared generation, see `openServices`), all with the process's one
+ * rate limiter with a shared generation, see `openRuntime`), all with the process's one
  * `suspicion`. Commands fail fast instead of queueing while Redis is away, and fail after
  * `REDIS_COMMAND_TIMEOUT_MS` when Redis is there but does not answer (frozen, overloaded): every
  * user of it has an in-memory insurance limiter that counts meanwhile, so no request waits on Redis

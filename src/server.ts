@@ -3,7 +3,7 @@ import pino from 'pino';
 import { buildApp } from './app.ts';
 import { type Config, loadConfig } from './config.ts';
 import { traceIdsInLogs } from './logging.ts';
-import { openServices } from './services/index.ts';
+import { openRuntime } from './runtime.ts';
 import { activeTracing, startTracing } from './telemetry/tracing.ts';
 
 /**
@@ -53,8 +53,8 @@ export async function serve(config: Config = loadConfig()): Promise<void> {
   // Before the logger and the services: already running when bin/safety-api.js started it.
   if (config.tracing !== null) await startTracing(config.tracing);
   const logger = pino({ level: config.logLevel, ...traceIdsInLogs() });
-  const services = await openServices(config, logger);
-  const app = await buildApp(config, services);
+  const runtime = await openRuntime(config, logger);
+  const app = await buildApp(config, runtime);
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -71,7 +71,7 @@ export async function serve(config: Config = loadConfig()): Promise<void> {
     setInterval(() => app.server.closeIdleConnections(), IDLE_SWEEP_INTERVAL_MS);
     try {
       await app.close();
-      await services.close();
+      await runtime.close();
       await activeTracing()?.shutdown(TRACE_FLUSH_MS);
     } catch (error) {
       app.log.error({ err: error }, 'shutdown failed');
@@ -89,8 +89,8 @@ export async function serve(config: Config = loadConfig()): Promise<void> {
     );
   }
   await app.listen({ port: config.port, host: config.host });
-  // Deliveries begin once the server is up; they stop with the services.
-  await services.webhooks.start();
+  // Deliveries begin once the server is up; they stop with the runtime.
+  await runtime.delivery.start();
   if (app.metricsListener !== null && config.metricsPort !== null) {
     try {
       const address = await app.metricsListener.listen({
@@ -101,7 +101,7 @@ export async function serve(config: Config = loadConfig()): Promise<void> {
     } catch (error) {
       // Half a server (API without metrics) would look healthy while its monitoring is blind.
       await app.close();
-      await services.close();
+      await runtime.close();
       throw error;
     }
   }

@@ -15,7 +15,7 @@ import { accountRepository } from '../src/db/repositories/accounts.ts';
 import { type IncidentInput, incidentRepository } from '../src/db/repositories/incidents.ts';
 import type { Database } from '../src/db/schema.ts';
 import { apiKeyService } from '../src/services/api-key-service.ts';
-import { openServices, type Services } from '../src/services/index.ts';
+import { openRuntime, type Runtime } from '../src/runtime.ts';
 
 /**
  * Test support. Every store-dependent test runs once per store in `STORES`; each gets a database
@@ -69,7 +69,7 @@ export async function createTestDatabase(store: Store, { migrated = false } = {}
 export interface TestContext {
   app: FastifyInstance;
   db: Kysely<Database>;
-  services: Services;
+  runtime: Runtime;
   config: Config;
   databaseUrl: string;
   /**
@@ -80,13 +80,13 @@ export interface TestContext {
   close(): Promise<void>;
 }
 
-/** What the services of a test's application say (the stores going away and coming back). */
-export type ServicesLogger = Parameters<typeof openServices>[1];
-const SILENT_SERVICES: ServicesLogger = { warn: () => {}, error: () => {} };
+/** What the runtime of a test's application says (the stores going away and coming back). */
+export type RuntimeLogger = Parameters<typeof openRuntime>[1];
+const SILENT_RUNTIME: RuntimeLogger = { warn: () => {}, error: () => {} };
 
 /**
  * A migrated database and the whole application on it, ready for `app.inject`. `logStream`
- * receives the log lines (with `LOG_LEVEL` set in `env`), `servicesLogger` what the services say;
+ * receives the log lines (with `LOG_LEVEL` set in `env`), `runtimeLogger` what the runtime says;
  * `route` gives the URL the server reaches its database by (a fault test's relay), from the
  * database's own (`databaseUrl` stays the latter).
  */
@@ -95,24 +95,24 @@ export async function createTestContext(
   env: Record<string, string> = {},
   {
     logStream,
-    servicesLogger = SILENT_SERVICES,
+    runtimeLogger = SILENT_RUNTIME,
     route = async (url) => url,
   }: {
     logStream?: DestinationStream;
-    servicesLogger?: ServicesLogger;
+    runtimeLogger?: RuntimeLogger;
     route?: (databaseUrl: string) => Promise<string>;
   } = {},
 ): Promise<TestContext> {
   const database = await createTestDatabase(store, { migrated: true });
   const config = loadConfig({ LOG_LEVEL: 'silent', ...env, DATABASE_URL: await route(database.url) });
-  const services = await openServices(config, servicesLogger);
-  const app = await buildApp(config, services, { logStream });
+  const runtime = await openRuntime(config, runtimeLogger);
+  const app = await buildApp(config, runtime, { logStream });
   await app.ready();
   let commandLine: DatabaseHandle | undefined;
   return {
     app,
-    db: services.database.db,
-    services,
+    db: runtime.database.db,
+    runtime,
     config,
     databaseUrl: database.url,
     get commandLineDb() {
@@ -121,7 +121,7 @@ export async function createTestContext(
     },
     async close() {
       await app.close();
-      await services.close();
+      await runtime.close();
       await commandLine?.destroy();
       await database.drop();
     },
@@ -138,17 +138,17 @@ export async function createSecondInstance(
   ctx: TestContext,
   overrides: Partial<Config> = {},
   { logStream }: { logStream?: DestinationStream } = {},
-): Promise<Pick<TestContext, 'app' | 'services' | 'close'>> {
+): Promise<Pick<TestContext, 'app' | 'runtime' | 'close'>> {
   const config = { ...ctx.config, ...overrides };
-  const services = await openServices(config, SILENT_SERVICES);
-  const app = await buildApp(config, services, { logStream });
+  const runtime = await openRuntime(config, SILENT_RUNTIME);
+  const app = await buildApp(config, runtime, { logStream });
   await app.ready();
   return {
     app,
-    services,
+    runtime,
     async close() {
       await app.close();
-      await services.close();
+      await runtime.close();
     },
   };
 }

@@ -73,7 +73,7 @@ describe("command deadline (a Redis of the test's own)", () => {
   });
   beforeEach(async () => {
     suspicion = new RedisSuspicion();
-    // Two connections sharing one suspicion, as a server process has (`openServices`).
+    // Two connections sharing one suspicion, as a server process has (`openRuntime`).
     connections = [openRedis(own.url, undefined, suspicion), openRedis(own.url, undefined, suspicion)];
     for (const connection of connections) assert.ok(await redisReady(connection), 'own Redis answers');
     await connections[0]?.set('deadline-test', 'value');

@@ -24,8 +24,8 @@ function post(message: ExportMessage): void {
 try {
   const counts = await withDatabase(
     { warn: () => {} },
-    (db) =>
-      accountDataService.exportAccount(db, accountId, () =>
+    (_db, _config, database) =>
+      accountDataService.exportAccount(database, accountId, () =>
         // Personal data (names, emails): readable by the owner only.
         createWriteStream(path, { flags: 'wx', mode: 0o600 }),
       ),

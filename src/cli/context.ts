@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import type { Kysely } from 'kysely';
 import { KEY_ROW_MAX_AGE_MS } from '../auth/key-lookup.ts';
 import { type Config, loadConfig } from '../config.ts';
-import { openDatabase, storeOf } from '../db/database.ts';
+import { type DatabaseHandle, openDatabase, storeOf } from '../db/database.ts';
 import { migrateThrough } from '../db/migrate.ts';
 import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
@@ -21,17 +21,17 @@ import type { Io } from './command.ts';
  */
 export async function withDatabase<T>(
   io: Pick<Io, 'warn'>,
-  work: (db: Kysely<Database>, config: Config) => Promise<T>,
+  work: (db: Kysely<Database>, config: Config, database: DatabaseHandle) => Promise<T>,
   { tellServers = true }: { tellServers?: boolean } = {},
 ): Promise<T> {
   const config = loadConfig();
   await migrateThrough(config.databaseUrl, config.migrationDatabaseUrl);
   const handle = openDatabase(config.databaseUrl);
   try {
-    if (!tellServers) return await work(handle.db, config);
+    if (!tellServers) return await work(handle.db, config, handle);
     let result: T;
     try {
-      result = await work(handle.db, config);
+      result = await work(handle.db, config, handle);
     } catch (error) {
       // A failed command may still have committed part of its work; its own error is the one to show.
       await bumpSharedGeneration(handle.db, config).catch(() => {});
@@ -77,13 +77,13 @@ export async function bumpSharedGeneration(db: Kysely<Database>, config: Config)
 
 /**
  * `<command> list --account ID [--json]`: the records of one account, as a JSON array or one
- * described line each.
+ * described line each. `read` reads them as a list does: without telling the servers.
  */
 export async function listForAccount<T>(
   args: string[],
   io: Io,
   what: { command: string; empty: string },
-  read: (db: Kysely<Database>, accountId: string) => Promise<T[]>,
+  read: (accountId: string) => Promise<T[]>,
   describe: (item: T) => string,
 ): Promise<void> {
   const { values } = parseArgs({
@@ -92,7 +92,7 @@ export async function listForAccount<T>(
   });
   if (values.account === undefined) throw new InputError(`${what.command} list needs --account ID`);
   const accountId = values.account;
-  const items = await withDatabase(io, (db) => read(db, accountId), { tellServers: false });
+  const items = await read(accountId);
   if (values.json) io.out(JSON.stringify(items));
   else if (items.length === 0) io.out(what.empty);
   else for (const item of items) io.out(describe(item));

@@ -71,7 +71,13 @@ const list: Command = {
   usage: ['safety-api keys list --account ID [--json]'],
   example: 'safety-api keys list --account 0b5e6c1a-8d2f-4c3e-9a7b-1f2e3d4c5b6a --json',
   run: (args, io) =>
-    listForAccount(args, io, { command: 'keys', empty: 'No API keys.' }, apiKeyService.list, describe),
+    listForAccount(
+      args,
+      io,
+      { command: 'keys', empty: 'No API keys.' },
+      (accountId) => withDatabase(io, (db) => apiKeyService.list(db, accountId), { tellServers: false }),
+      describe,
+    ),
 };
 
 const rename: Command = {

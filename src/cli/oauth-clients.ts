@@ -74,7 +74,7 @@ const list: Command = {
       args,
       io,
       { command: 'oauth-clients', empty: 'No OAuth clients.' },
-      oauthClientService.list,
+      (accountId) => withDatabase(io, (db) => oauthClientService.list(db, accountId), { tellServers: false }),
       describe,
     ),
 };

@@ -1,16 +1,13 @@
 import { parseArgs } from 'node:util';
-import type { Kysely } from 'kysely';
-import type { Config } from '../config.ts';
-import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
+import { buildServices } from '../services/services.ts';
+import {
+  type WebhookEndpointView,
+  type WebhookService,
+  parseOverlapHours,
+} from '../services/webhook-service.ts';
 import { EVENT_TYPES } from '../webhooks/events.ts';
 import { OutboundClient } from '../webhooks/outbound.ts';
-import {
-  type WebhookDeps,
-  type WebhookEndpointView,
-  parseOverlapHours,
-  webhookService,
-} from '../services/webhook-service.ts';
 import { type Command, type CommandGroup, type Io, positionals } from './command.ts';
 import { listForAccount, withDatabase } from './context.ts';
 
@@ -21,19 +18,16 @@ const ENDPOINT_ID = '5f0c2a7e-3b1d-4e8f-9a6c-2d7b1e0f4a3c';
  * Webhook endpoints change no key or account, so the commands have no generation to bump: they run
  * with `tellServers: false`, and the delivering instance hears of them through the database.
  */
-function withWebhooks<T>(io: Io, work: (deps: WebhookDeps, config: Config) => Promise<T>): Promise<T> {
+function withWebhooks<T>(io: Io, work: (webhooks: WebhookService) => Promise<T>): Promise<T> {
   return withDatabase(
     io,
-    async (db: Kysely<Database>, config) => {
+    async (_db, config, database) => {
       const outbound = new OutboundClient({
         allowPrivate: config.webhooksAllowPrivate,
         timeoutMs: config.webhookTimeoutMs,
       });
       try {
-        return await work(
-          { db, outbound, secretsKey: config.webhookSecretsKey, maxEndpoints: config.webhookMaxEndpoints },
-          config,
-        );
+        return await work(buildServices(database, config, outbound).webhooks);
       } finally {
         await outbound.close();
       }
@@ -80,8 +74,8 @@ const create: Command = {
     const { account, url } = values;
     if (account === undefined || url === undefined)
       throw new InputError('webhooks create needs --account ID and --url URL');
-    const { endpoint, secret } = await withWebhooks(io, (deps) =>
-      webhookService.create(deps, {
+    const { endpoint, secret } = await withWebhooks(io, (webhooks) =>
+      webhooks.create({
         accountId: account,
         url,
         events: values.events,
@@ -108,7 +102,7 @@ const list: Command = {
       args,
       io,
       { command: 'webhooks', empty: 'No webhook endpoints.' },
-      webhookService.list,
+      (accountId) => withWebhooks(io, (webhooks) => webhooks.list(accountId)),
       describe,
     ),
 };
@@ -126,9 +120,7 @@ const show: Command = {
     });
     if (ids.length !== 1) throw new InputError('usage: safety-api webhooks show ENDPOINT_ID [--json]');
     const endpointId = ids[0] as string;
-    const endpoint = await withDatabase(io, (db) => webhookService.show(db, endpointId), {
-      tellServers: false,
-    });
+    const endpoint = await withWebhooks(io, (webhooks) => webhooks.show(endpointId));
     if (values.json) {
       io.out(JSON.stringify(endpoint));
       return;
@@ -177,8 +169,8 @@ const update: Command = {
     const { url, events, description } = values;
     if (url === undefined && events === undefined && description === undefined)
       throw new InputError(`nothing to change: give --url, --events or --description (${UPDATE_USAGE})`);
-    const endpoint = await withWebhooks(io, (deps) =>
-      webhookService.update(deps, ids[0] as string, ACTOR, { url, events, description }),
+    const endpoint = await withWebhooks(io, (webhooks) =>
+      webhooks.update(ids[0] as string, ACTOR, { url, events, description }),
     );
     io.out(values.json ? JSON.stringify(endpoint) : `Updated ${describe(endpoint)}`);
   },
@@ -198,18 +190,14 @@ const stateChanges: Command[] = (Object.keys(STATE_CHANGES) as (keyof typeof STA
     example: `safety-api webhooks ${action} ${ENDPOINT_ID}`,
     async run(args, io) {
       const [endpointId] = positionals(args, 1, `safety-api webhooks ${action} ENDPOINT_ID`) as [string];
-      await withDatabase(
-        io,
-        async (db) => {
-          if (action === 'delete') {
-            await webhookService.delete(db, endpointId, ACTOR);
-            io.out(`Deleted webhook endpoint ${endpointId}.`);
-          } else {
-            io.out(describe(await webhookService[action](db, endpointId, ACTOR)));
-          }
-        },
-        { tellServers: false },
-      );
+      await withWebhooks(io, async (webhooks) => {
+        if (action === 'delete') {
+          await webhooks.delete(endpointId, ACTOR);
+          io.out(`Deleted webhook endpoint ${endpointId}.`);
+        } else {
+          io.out(describe(await webhooks[action](endpointId, ACTOR)));
+        }
+      });
     },
   }),
 );
@@ -236,8 +224,8 @@ const rotateSecret: Command = {
         'usage: safety-api webhooks rotate-secret ENDPOINT_ID [--overlap-hours N] [--json]',
       );
     const overlapHours = parseOverlapHours(values['overlap-hours']);
-    const rotated = await withWebhooks(io, (deps) =>
-      webhookService.rotateSecret(deps, ids[0] as string, ACTOR, { overlapHours }),
+    const rotated = await withWebhooks(io, (webhooks) =>
+      webhooks.rotateSecret(ids[0] as string, ACTOR, { overlapHours }),
     );
     if (values.json) {
       io.out(JSON.stringify({ secret: rotated.secret }));
@@ -260,7 +248,7 @@ const test: Command = {
   example: `safety-api webhooks test ${ENDPOINT_ID}`,
   async run(args, io) {
     const [endpointId] = positionals(args, 1, 'safety-api webhooks test ENDPOINT_ID') as [string];
-    const result = await withWebhooks(io, (deps) => webhookService.sendTest(deps, endpointId));
+    const result = await withWebhooks(io, (webhooks) => webhooks.sendTest(endpointId));
     if (result.status === null || result.status < 200 || result.status >= 300)
       throw new Error(`the test event ${result.webhook_id} failed: ${result.error ?? 'no answer'}`);
     io.out(`Delivered test event ${result.webhook_id}: HTTP ${result.status} in ${result.durationMs} ms.`);
@@ -285,13 +273,7 @@ const resend: Command = {
     if (ids.length !== 1 || values.cursor === undefined || values.cursor === '')
       throw new InputError('usage: safety-api webhooks resend ENDPOINT_ID --cursor CURSOR|latest');
     const cursor = values.cursor;
-    const endpoint = await withDatabase(
-      io,
-      (db) => webhookService.resend(db, ids[0] as string, cursor, ACTOR),
-      {
-        tellServers: false,
-      },
-    );
+    const endpoint = await withWebhooks(io, (webhooks) => webhooks.resend(ids[0] as string, cursor, ACTOR));
     io.out(describe(endpoint));
   },
 };

@@ -23,10 +23,9 @@ import { withStatementCache } from './statement-cache.ts';
 import type { Database } from './schema.ts';
 import {
   copyOutOf,
-  closeSnapshots,
   postgresSnapshots,
-  registerSnapshots,
   sharedSnapshots,
+  type SnapshotSource,
   sqliteSnapshots,
 } from './snapshot.ts';
 import { type BusyRetryOptions, ServerSqliteDialect } from './sqlite-driver.ts';
@@ -53,6 +52,8 @@ export interface DatabaseHandle {
    * WAL mode only; `null` for PostgreSQL and in-memory SQLite, where every read must go to the store.
    */
   commitWatch: CommitWatch | null;
+  /** Snapshots of this database, each on a connection of its own (`snapshot.ts`). */
+  snapshots: SnapshotSource;
   /** The server's outage monitor (`openServerDatabase`); `null` for the CLI's handle. */
   monitor: StoreMonitor | null;
   destroy(): Promise<void>;
@@ -109,14 +110,13 @@ export function storeBehind(db: Kysely<Database>): Store {
   return db.getExecutor().adapter instanceof SqliteAdapter ? 'sqlite' : 'postgres';
 }
 
+/** What opening a store gives the handle. */
+type Opened = Pick<DatabaseHandle, 'db' | 'commitWatch' | 'snapshots'>;
+
 /** The caches of a database handle: SQLite's pages and prepared statements. */
 type SqliteCaches = Pick<CacheBudgets, 'sqlitePages' | 'sqliteStatements'>;
 
-function openSqlite(
-  databaseUrl: string,
-  serverBusy: BusyRetryOptions | null,
-  caches: SqliteCaches,
-): { db: Kysely<Database>; commitWatch: CommitWatch | null } {
+function openSqlite(databaseUrl: string, serverBusy: BusyRetryOptions | null, caches: SqliteCaches): Opened {
   const path = databaseUrl.slice('sqlite:'.length);
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   // Opening may wait for another process's lock (better-sqlite3 waits 5 s): nothing is served yet.
@@ -138,9 +138,9 @@ function openSqlite(
         ? new ImmediateSqliteDialect({ database })
         : new ServerSqliteDialect(database, serverBusy),
   });
-  registerSnapshots(db, path === ':memory:' ? sharedSnapshots(db) : sqliteSnapshots(path));
   return {
     db,
+    snapshots: path === ':memory:' ? sharedSnapshots(db) : sqliteSnapshots(path),
     // An in-memory database answers `memory`: it has no WAL and no other connection.
     commitWatch: journalMode === 'wal' ? new CommitWatch(path) : null,
   };
@@ -453,7 +453,7 @@ function openPostgres(
   databaseUrl: string,
   onIdleError: (error: Error) => void,
   monitor: StoreMonitor | null,
-): Kysely<Database> {
+): Opened {
   const deadline = monitor === null ? null : { budgetMs: PG_CHECKOUT_BUDGET_MS, monitor };
   const newPool = (max: number, extra: pg.PoolConfig = {}) => {
     const pool = new pg.Pool({
@@ -508,31 +508,33 @@ function openPostgres(
         throw error;
       }
     },
-    // Its snapshots' pool is closed by the handle (`closeSnapshots`): Kysely calls this only
+    // Its snapshots' pool is closed by the handle (`destroy`): Kysely calls this only
     // once it has used the pool, which a process reading only through snapshots never does.
     end: () => pool.end(),
   };
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: bounded }) });
-  registerSnapshots(db, snapshots);
-  return db;
+  return { db, commitWatch: null, snapshots };
 }
 
 function handleOf(
   store: Store,
-  db: Kysely<Database>,
-  commitWatch: CommitWatch | null,
+  { db, commitWatch, snapshots }: Opened,
   monitor: StoreMonitor | null,
 ): DatabaseHandle {
   return {
     db,
     store,
     commitWatch,
+    snapshots,
     monitor,
     async destroy() {
       monitor?.close();
       commitWatch?.close();
       await db.destroy();
-      await closeSnapshots(db);
+      // After the database itself: a process that read only through snapshots never opened
+      // Kysely's own pool, whose end is then a no-op, and must not wait for its snapshot
+      // connections to time out.
+      await snapshots.close();
     },
   };
 }
@@ -547,11 +549,11 @@ export function openDatabase(
   onIdleError: (error: Error) => void = () => {},
 ): DatabaseHandle {
   const store = storeOf(databaseUrl);
-  const { db, commitWatch } =
+  const opened =
     store === 'sqlite'
       ? openSqlite(databaseUrl, null, cacheBudgets(DEFAULT_CACHE_MAX_MB))
-      : { db: openPostgres(databaseUrl, onIdleError, null), commitWatch: null };
-  return handleOf(store, db, commitWatch, null);
+      : openPostgres(databaseUrl, onIdleError, null);
+  return handleOf(store, opened, null);
 }
 
 export interface ServerDatabaseOptions {
@@ -592,10 +594,7 @@ export function openServerDatabase(databaseUrl: string, options: ServerDatabaseO
           },
           options.caches ?? cacheBudgets(DEFAULT_CACHE_MAX_MB),
         )
-      : {
-          db: openPostgres(databaseUrl, options.onIdleError ?? (() => {}), monitor),
-          commitWatch: null,
-        };
+      : openPostgres(databaseUrl, options.onIdleError ?? (() => {}), monitor);
   db = opened.db;
-  return handleOf(store, opened.db, opened.commitWatch, monitor);
+  return handleOf(store, opened, monitor);
 }

@@ -26,35 +26,11 @@ export interface Snapshot {
   release(): Promise<void>;
 }
 
+/** Where a database handle's snapshots come from (`DatabaseHandle.snapshots`). */
 export interface SnapshotSource {
   open(): Promise<Snapshot>;
   /** Closes what the source keeps open between snapshots (a pool). */
   close(): Promise<void>;
-}
-
-const sources = new WeakMap<Kysely<Database>, SnapshotSource>();
-
-/** Called by the code that opens a database handle (database.ts), for `openSnapshot` to find. */
-export function registerSnapshots(db: Kysely<Database>, source: SnapshotSource): void {
-  sources.set(db, source);
-}
-
-/**
- * Closes what `db`'s snapshots keep open (PostgreSQL: their pool). Called by the handle's `destroy`
- * after the database itself: a process that read only through snapshots never opened Kysely's own
- * pool, whose end is then a no-op, and must not wait for its snapshot connections to time out.
- */
-export async function closeSnapshots(db: Kysely<Database>): Promise<void> {
-  const source = sources.get(db);
-  sources.delete(db);
-  await source?.close();
-}
-
-/** A new snapshot of the database behind `db`. */
-export function openSnapshot(db: Kysely<Database>): Promise<Snapshot> {
-  const source = sources.get(db);
-  if (source === undefined) throw new Error('snapshots: this database handle was not opened by database.ts');
-  return source.open();
 }
 
 /**

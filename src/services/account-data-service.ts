@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import type { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import type { Kysely } from 'kysely';
-import { storeBehind } from '../db/database.ts';
+import { type DatabaseHandle, storeBehind } from '../db/database.ts';
 import {
   type AuditEventRecordRow,
   accountDataRepository,
@@ -17,7 +17,6 @@ import {
 } from '../db/repositories/account-data.ts';
 import { type AccountRow, accountRepository } from '../db/repositories/accounts.ts';
 import type { Database } from '../db/schema.ts';
-import { openSnapshot } from '../db/snapshot.ts';
 import { InputError } from '../errors.ts';
 import type { ExportOnlyType, RecordType } from '../import/records.ts';
 import { toView as toKeyView } from './api-key-service.ts';
@@ -212,12 +211,12 @@ export const accountDataService = {
    * unknown account. `chunkRows` overrides the rows read at a time (tests).
    */
   async exportAccount(
-    db: Kysely<Database>,
+    database: Pick<DatabaseHandle, 'snapshots'>,
     accountId: string,
     open: () => Writable,
     { chunkRows }: { chunkRows?: number } = {},
   ): Promise<ExportCounts> {
-    const snapshot = await openSnapshot(db);
+    const snapshot = await database.snapshots.open();
     try {
       const sdb = snapshot.db;
       const limit = chunkRows ?? chunkRowsOf(sdb);

@@ -1,7 +1,7 @@
 import { createHmac, createSecretKey, type KeyObject, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/schema.ts';
-import { storedOrGenerated } from './generated-secrets.ts';
+import { keptSecret } from './generated-secrets.ts';
 
 /**
  * Cursors of the changes feed: opaque to clients, tamper-evident and bound to one account.
@@ -70,18 +70,12 @@ export class ChangeCursors {
   }
 }
 
-const loaded = new WeakMap<Kysely<Database>, Promise<ChangeCursors>>();
-
-/** The cursor codec of this database's key, loaded (or generated) once per process. */
-export function changeCursors(db: Kysely<Database>): Promise<ChangeCursors> {
-  let cursors = loaded.get(db);
-  if (cursors === undefined) {
-    cursors = storedOrGenerated(db, 'changes_cursor', () => randomBytes(32).toString('base64url')).then(
-      (key) => new ChangeCursors(Buffer.from(key, 'base64url')),
-    );
-    // A failed load (the store down) is tried again by the next request.
-    cursors.catch(() => loaded.delete(db));
-    loaded.set(db, cursors);
-  }
-  return cursors;
+/** The cursor codec of this database's key, loaded (or generated) at the first call and kept. */
+export function changeCursorsOf(db: Kysely<Database>): () => Promise<ChangeCursors> {
+  return keptSecret(
+    db,
+    'changes_cursor',
+    () => randomBytes(32).toString('base64url'),
+    (key) => new ChangeCursors(Buffer.from(key, 'base64url')),
+  );
 }

@@ -12,7 +12,7 @@ import { ApiError } from '../errors.ts';
 import { type Change, toIncident } from '../schemas/public.ts';
 import { INCIDENT_FIELDS } from '../schemas/json-fields.ts';
 import { CopyToNdjson, type CopyColumn, objectColumns } from '../db/copy-ndjson.ts';
-import { changeCursors } from './change-cursor.ts';
+import { type ChangeCursors, changeCursorsOf } from './change-cursor.ts';
 import { NAMED_RESOURCE_TABLES } from './directory-service.ts';
 
 /**
@@ -217,18 +217,24 @@ function inFeedSnapshot<T>(
     );
 }
 
-export const changeFeedService = {
+/** The changes feed of one database, with the codec of its cursors. */
+export class ChangeFeedService {
+  private readonly db: Kysely<Database>;
+  /** The codec of this database's cursor key, loaded (or generated) at the first call and kept. */
+  readonly cursors: () => Promise<ChangeCursors>;
+
+  constructor(db: Kysely<Database>) {
+    this.db = db;
+    this.cursors = changeCursorsOf(db);
+  }
+
   /**
    * One page of the account's feed. The head and every table are read in one snapshot (PostgreSQL:
    * a repeatable-read transaction; SQLite: a read transaction), so that the page, its cursor and
    * `has_more` describe one state of the data, whatever commits meanwhile.
    */
-  async page(
-    db: Kysely<Database>,
-    accountId: string,
-    { cursor, limit, retentionDays }: FeedRequest,
-  ): Promise<RenderedChangesPage> {
-    const cursors = await changeCursors(db);
+  async page(accountId: string, { cursor, limit, retentionDays }: FeedRequest): Promise<RenderedChangesPage> {
+    const cursors = await this.cursors();
     const now = Math.floor(Date.now() / 1000);
     const held = cursor === undefined || cursor === LATEST_CURSOR ? null : cursors.decode(accountId, cursor);
     if (held === null && cursor !== undefined && cursor !== LATEST_CURSOR) throw ApiError.invalidCursor();
@@ -239,7 +245,7 @@ export const changeFeedService = {
       cursors.encode(accountId, { position, bound, issuedAt: now });
 
     const read = () =>
-      inFeedSnapshot(db, accountId, async (trx, { head, purgedSeq }) => {
+      inFeedSnapshot(this.db, accountId, async (trx, { head, purgedSeq }) => {
         // A bound past the head is a cursor from data this store no longer has (a restore); a
         // position below the purged seq may have missed a deletion that is gone.
         if (held !== null && (held.bound > head || held.position < purgedSeq)) {
@@ -269,19 +275,18 @@ export const changeFeedService = {
       },
       read,
     );
-  },
+  }
 
   /**
    * For webhook deliveries: the first `limit` changes after `after`, each upsert with the seq at
    * which its record entered the public view, and where the feed stands, all read in one snapshot.
    */
   async after(
-    db: Kysely<Database>,
     accountId: string,
     after: number,
     limit: number,
   ): Promise<{ head: number; purgedSeq: number; changes: EnteredChange[] }> {
-    return inFeedSnapshot(db, accountId, async (trx, { head, purgedSeq }) => {
+    return inFeedSnapshot(this.db, accountId, async (trx, { head, purgedSeq }) => {
       if (head <= after) return { head, purgedSeq, changes: [] };
       const changes = await readChanges(trx, accountId, { after, upTo: head, limit });
       const entered = new Map<Change['type'], Map<string, number>>();
@@ -298,11 +303,11 @@ export const changeFeedService = {
         })),
       };
     });
-  },
+  }
 
   /** A `/changes` cursor just after `seq`: a client continues the feed from there. */
-  async cursorAfter(db: Kysely<Database>, accountId: string, seq: number): Promise<string> {
-    const cursors = await changeCursors(db);
+  async cursorAfter(accountId: string, seq: number): Promise<string> {
+    const cursors = await this.cursors();
     return cursors.encode(accountId, { position: seq, bound: seq, issuedAt: Math.floor(Date.now() / 1000) });
-  },
-};
+  }
+}

@@ -10,7 +10,7 @@ import { userRepository } from '../db/repositories/users.ts';
 import { storeBehind } from '../db/database.ts';
 import type { Database } from '../db/schema.ts';
 import { CopyToNdjson, type JsonField, objectColumns } from '../db/copy-ndjson.ts';
-import { openSnapshot } from '../db/snapshot.ts';
+import type { SnapshotSource } from '../db/snapshot.ts';
 import {
   DepartmentSchema,
   IncidentSchema,
@@ -21,7 +21,7 @@ import {
 import { INCIDENT_FIELDS } from '../schemas/json-fields.ts';
 import { csvLine } from '../lib/csv.ts';
 import { tracedPages } from '../telemetry/tracing.ts';
-import { changeCursors } from './change-cursor.ts';
+import type { ChangeFeedService } from './change-feed-service.ts';
 
 /**
  * Exports: an account's whole current set of one resource in one streamed response, read from one
@@ -276,19 +276,23 @@ export interface Export {
   body: Readable;
 }
 
-export const exportService = {
+/** The exports of one database, read from its snapshots, with cursors of its changes feed. */
+export class ExportService {
+  private readonly snapshots: SnapshotSource;
+  private readonly feed: ChangeFeedService;
+
+  constructor(snapshots: SnapshotSource, feed: ChangeFeedService) {
+    this.snapshots = snapshots;
+    this.feed = feed;
+  }
+
   /**
    * Opens a snapshot and reads its feed head; the rows are read as `body` is. A failure here (the
    * store unavailable) comes before any byte of the response.
    */
-  async open(
-    db: Kysely<Database>,
-    accountId: string,
-    resource: ExportResource,
-    format: ExportFormat,
-  ): Promise<Export> {
-    const cursors = await changeCursors(db);
-    const snapshot = await openSnapshot(db);
+  async open(accountId: string, resource: ExportResource, format: ExportFormat): Promise<Export> {
+    const cursors = await this.feed.cursors();
+    const snapshot = await this.snapshots.open();
     let head: number;
     try {
       // The snapshot's first read: the head and every row after it come from the same state.
@@ -329,5 +333,5 @@ export const exportService = {
     });
     const issuedAt = Math.floor(Date.now() / 1000);
     return { cursor: cursors.encode(accountId, { position: head, bound: head, issuedAt }), body };
-  },
-};
+  }
+}

@@ -22,3 +22,27 @@ export async function storedOrGenerated<T>(
   );
   return JSON.parse(winner) as T;
 }
+
+/**
+ * What `make` builds from the stored (or generated) secret of `kind`, loaded at the first call and
+ * kept by the function returned, so that one service object loads it once; a load that failed (the
+ * store unavailable) is tried again at the next call.
+ */
+export function keptSecret<T>(
+  db: Kysely<Database>,
+  kind: string,
+  generate: () => string,
+  make: (secret: string) => T,
+): () => Promise<T> {
+  let loading: Promise<T> | null = null;
+  return () => {
+    if (loading === null) {
+      const load = storedOrGenerated(db, kind, generate).then(make);
+      loading = load;
+      load.catch(() => {
+        if (loading === load) loading = null;
+      });
+    }
+    return loading;
+  };
+}

@@ -2,7 +2,6 @@ import type { Kysely } from 'kysely';
 import { accountRepository } from '../db/repositories/accounts.ts';
 import { type HoleBlock, incidentRepository, POSITION_BLOCK } from '../db/repositories/incidents.ts';
 import type { Database } from '../db/schema.ts';
-import { cacheBudgets, DEFAULT_CACHE_MAX_MB } from '../config.ts';
 import { ENTRY_OVERHEAD_BYTES, Lru } from '../lib/lru.ts';
 import { type Incident, toIncident } from '../schemas/public.ts';
 
@@ -47,32 +46,8 @@ function rankMap(holes: HoleBlock[]): RankMap {
  * A rank map's bytes: per listed block, its object and two array slots. A 1M-incident account
  * with a hole in every block takes about 300 kB.
  */
-const rankMapBytes = (map: RankMap, key: string) =>
+const sizeOfRankMap = (map: RankMap, key: string) =>
   map.holes.length * 40 + key.length * 2 + ENTRY_OVERHEAD_BYTES;
-
-/** Per database: an account and version say nothing about another database's holes. */
-const rankMaps = new WeakMap<Kysely<Database>, Lru<string, RankMap>>();
-
-function keepRankMaps(db: Kysely<Database>, maxBytes: number): Lru<string, RankMap> {
-  const maps = new Lru(maxBytes, rankMapBytes);
-  rankMaps.set(db, maps);
-  return maps;
-}
-
-async function rankMapOf(
-  db: Kysely<Database>,
-  accountId: string,
-  { version, incarnation }: IncidentTotals,
-): Promise<RankMap> {
-  const maps = rankMaps.get(db) ?? keepRankMaps(db, cacheBudgets(DEFAULT_CACHE_MAX_MB).rankMaps);
-  const key = `${accountId}\n${incarnation}\n${version}`;
-  let map = maps.get(key);
-  if (map === undefined) {
-    map = rankMap(await incidentRepository.listHoleBlocks(db, accountId));
-    maps.set(key, map);
-  }
-  return map;
-}
 
 /** The position of the incident of `rank` (1: the oldest). */
 async function positionOf(
@@ -110,21 +85,22 @@ async function positionOf(
  * however deep, is one range read on the (account_id, position) index. The public API's
  * page/limit and the wider API's _start/_limit are both offsets into this one list.
  */
-export const incidentService = {
-  /**
-   * Bounds the rank maps kept for `db` by `maxBytes` (CACHE_MAX_MB's share); without this call,
-   * by the share of its default.
-   */
-  keepRankMaps(db: Kysely<Database>, maxBytes: number): void {
-    keepRankMaps(db, maxBytes);
-  },
+export class IncidentService {
+  private readonly db: Kysely<Database>;
+  /** The rank maps of this database, by account, incarnation and version. */
+  private readonly rankMaps: Lru<string, RankMap>;
+
+  /** `rankMapBytes`: what the rank maps may take (CACHE_MAX_MB's share, `cacheBudgets`). */
+  constructor(db: Kysely<Database>, rankMapBytes: number) {
+    this.db = db;
+    this.rankMaps = new Lru(rankMapBytes, sizeOfRankMap);
+  }
 
   /**
    * The incidents at `offset` … `offset + limit − 1` of the account's newest-first list; an
    * offset past the end gives none.
    */
   async listNewestFirst(
-    db: Kysely<Database>,
     accountId: string,
     totals: IncidentTotals,
     offset: number,
@@ -133,24 +109,34 @@ export const incidentService = {
     const highest = totals.total - offset;
     if (highest < 1) return [];
     const count = Math.min(limit, highest);
-    const map = await rankMapOf(db, accountId, totals);
-    const top = map.holes.length === 0 ? highest : await positionOf(db, accountId, map, highest);
-    const rows = await incidentRepository.listFromPosition(db, accountId, top, count);
+    const map = await this.rankMapOf(accountId, totals);
+    const top = map.holes.length === 0 ? highest : await positionOf(this.db, accountId, map, highest);
+    const rows = await incidentRepository.listFromPosition(this.db, accountId, top, count);
     return rows.map(toIncident);
-  },
+  }
 
   /** The account's `incident_count` (kept by every writer of incidents: never a COUNT(*)) and version. */
-  async totals(db: Kysely<Database>, accountId: string): Promise<IncidentTotals> {
-    const account = await accountRepository.pagingState(db, accountId);
+  async totals(accountId: string): Promise<IncidentTotals> {
+    const account = await accountRepository.pagingState(this.db, accountId);
     return {
       total: account?.incident_count ?? 0,
       version: account?.data_version ?? 0,
       incarnation: account?.created_at ?? '',
     };
-  },
+  }
 
-  async findById(db: Kysely<Database>, accountId: string, id: string): Promise<Incident | undefined> {
-    const row = await incidentRepository.findById(db, accountId, id);
+  async findById(accountId: string, id: string): Promise<Incident | undefined> {
+    const row = await incidentRepository.findById(this.db, accountId, id);
     return row === undefined ? undefined : toIncident(row);
-  },
-};
+  }
+
+  private async rankMapOf(accountId: string, { version, incarnation }: IncidentTotals): Promise<RankMap> {
+    const key = `${accountId}\n${incarnation}\n${version}`;
+    let map = this.rankMaps.get(key);
+    if (map === undefined) {
+      map = rankMap(await incidentRepository.listHoleBlocks(this.db, accountId));
+      this.rankMaps.set(key, map);
+    }
+    return map;
+  }
+}

@@ -30,7 +30,7 @@ import {
   type TableColumn,
 } from '../db/repositories/store-copy.ts';
 import type { Database } from '../db/schema.ts';
-import { openSnapshot, type Snapshot, sqliteSnapshots } from '../db/snapshot.ts';
+import { type Snapshot, sqliteSnapshots } from '../db/snapshot.ts';
 import { InputError } from '../errors.ts';
 
 /**
@@ -251,7 +251,7 @@ export async function copyStore(options: CopyOptions): Promise<CopyResult> {
     if (options.migrateSource === true) await migrateToLatest(source.db);
 
     // Everything about the source is read in the snapshot, from its first statement on.
-    snapshot = await openSnapshot(source.db);
+    snapshot = await source.snapshots.open();
     const applied = await storeCopyRepository.appliedMigrations(snapshot.db);
     const known = Object.keys(migrations);
     if (applied.join() !== known.join()) {

@@ -1,7 +1,7 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/schema.ts';
-import { storedOrGenerated } from './generated-secrets.ts';
+import { keptSecret } from './generated-secrets.ts';
 
 /**
  * Webhook signing secrets at rest: AES-256-GCM under a key that WEBHOOK_SECRETS_KEY gives (then a
@@ -43,18 +43,16 @@ export class SecretBox {
   }
 }
 
-const boxes = new WeakMap<Kysely<Database>, Promise<SecretBox>>();
-
-/** The box of this database: the configured key, or the generated one, loaded once per process. */
-export function secretBox(db: Kysely<Database>, configuredKey: Buffer | null): Promise<SecretBox> {
-  if (configuredKey !== null) return Promise.resolve(new SecretBox(configuredKey));
-  let box = boxes.get(db);
-  if (box === undefined) {
-    box = storedOrGenerated(db, 'webhook_secrets', () => randomBytes(32).toString('base64url')).then(
-      (key) => new SecretBox(Buffer.from(key, 'base64url')),
-    );
-    box.catch(() => boxes.delete(db));
-    boxes.set(db, box);
+/** The box of this database: the configured key, or the generated one, loaded at the first call and kept. */
+export function secretBoxOf(db: Kysely<Database>, configuredKey: Buffer | null): () => Promise<SecretBox> {
+  if (configuredKey !== null) {
+    const box = Promise.resolve(new SecretBox(configuredKey));
+    return () => box;
   }
-  return box;
+  return keptSecret(
+    db,
+    'webhook_secrets',
+    () => randomBytes(32).toString('base64url'),
+    (key) => new SecretBox(Buffer.from(key, 'base64url')),
+  );
 }

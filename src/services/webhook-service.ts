@@ -17,11 +17,10 @@ import { parseEventFilter, TEST_EVENT_TYPE } from '../webhooks/events.ts';
 import type { OutboundClient, PostResult } from '../webhooks/outbound.ts';
 import { testEventBody } from '../webhooks/payload.ts';
 import { generateSecret, signedHeaders, signingKeys, testWebhookId } from '../webhooks/signing.ts';
-import { changeCursors } from './change-cursor.ts';
-import { changeFeedService, LATEST_CURSOR } from './change-feed-service.ts';
+import { type ChangeFeedService, LATEST_CURSOR } from './change-feed-service.ts';
 import { isStorableText } from '../lib/storable-text.ts';
 import { storableText } from './input-text.ts';
-import { secretBox } from './webhook-secret-box.ts';
+import { type SecretBox, secretBoxOf } from './webhook-secret-box.ts';
 
 /**
  * Webhook endpoints, shared by the CLI and the admin panel (docs/design.md, "Webhooks"): every change
@@ -31,14 +30,16 @@ import { secretBox } from './webhook-secret-box.ts';
  * starts again from the stored state instead of writing over it.
  */
 
-/** What the service needs beyond the database: the guarded HTTP client and the secrets' key. */
-export interface WebhookDeps {
+/** What the service is built with: the database, the guarded HTTP client, the secrets' key, its feed. */
+export interface WebhookServiceOptions {
   db: Kysely<Database>;
   outbound: OutboundClient;
   /** WEBHOOK_SECRETS_KEY, or null for the key kept in the database. */
   secretsKey: Buffer | null;
   /** WEBHOOK_MAX_ENDPOINTS: the most endpoints one account may have. */
   maxEndpoints: number;
+  /** The same database's feed: its cursors are the endpoints' positions as clients see them. */
+  changeFeed: ChangeFeedService;
 }
 
 export type EndpointState = 'active' | 'disabled';
@@ -89,7 +90,7 @@ const MAX_DESCRIPTION_LENGTH = 200;
 export const ATTEMPTS_SHOWN = 50;
 
 async function toView(
-  db: Kysely<Database>,
+  changeFeed: ChangeFeedService,
   row: WebhookEndpointRow,
   feed: { head: number; purgedSeq: number },
   now: Date,
@@ -105,7 +106,7 @@ async function toView(
     events: JSON.parse(row.events) as string[],
     state: row.state as EndpointState,
     disabled_reason: row.disabled_reason,
-    cursor: await changeFeedService.cursorAfter(db, row.account_id, row.position),
+    cursor: await changeFeed.cursorAfter(row.account_id, row.position),
     position: row.position,
     lag: Math.max(0, feed.head - row.position),
     past_retention: row.position < feed.purgedSeq,
@@ -225,27 +226,48 @@ function descriptionText(description: string | null): string {
 /** The retry state of an endpoint that starts (again) with a clean slate. */
 const NOT_FAILING = { failing_since: null, failed_attempts: 0, next_attempt_at: null } as const;
 
-export const webhookService = {
-  async create(
-    { db, outbound, secretsKey, maxEndpoints }: WebhookDeps,
-    input: { accountId: string; url: string; events?: string | string[]; description?: string; actor: Actor },
-  ): Promise<{ endpoint: WebhookEndpointView; secret: string }> {
-    await requireApiAccess(db, input.accountId);
+/**
+ * The webhook endpoints of one database. Keeps the signing secrets' box, loaded (or generated) at its
+ * first use.
+ */
+export class WebhookService {
+  private readonly db: Kysely<Database>;
+  private readonly outbound: OutboundClient;
+  private readonly maxEndpoints: number;
+  private readonly changeFeed: ChangeFeedService;
+  private readonly secrets: () => Promise<SecretBox>;
+
+  constructor({ db, outbound, secretsKey, maxEndpoints, changeFeed }: WebhookServiceOptions) {
+    this.db = db;
+    this.outbound = outbound;
+    this.maxEndpoints = maxEndpoints;
+    this.changeFeed = changeFeed;
+    this.secrets = secretBoxOf(db, secretsKey);
+  }
+
+  async create(input: {
+    accountId: string;
+    url: string;
+    events?: string | string[];
+    description?: string;
+    actor: Actor;
+  }): Promise<{ endpoint: WebhookEndpointView; secret: string }> {
+    await requireApiAccess(this.db, input.accountId);
     const events = parseEventFilter(input.events);
     const description = parseDescription(input.description);
-    const url = await outbound.checkUrl(input.url);
+    const url = await this.outbound.checkUrl(input.url);
 
     const id = randomUUID();
     const secret = generateSecret();
-    const sealed = (await secretBox(db, secretsKey)).seal(id, secret);
+    const sealed = (await this.secrets()).seal(id, secret);
     const now = new Date();
     const stamp = now.toISOString();
-    await db.transaction().execute(async (trx) => {
+    await this.db.transaction().execute(async (trx) => {
       await webhookRepository.lockAccountEndpoints(trx, input.accountId);
       const count = await webhookRepository.countByAccount(trx, input.accountId);
-      if (count >= maxEndpoints)
+      if (count >= this.maxEndpoints)
         throw new InputError(
-          `the account already has ${count} webhook endpoints, the most it may have (WEBHOOK_MAX_ENDPOINTS=${maxEndpoints}): delete one before adding another`,
+          `the account already has ${count} webhook endpoints, the most it may have (WEBHOOK_MAX_ENDPOINTS=${this.maxEndpoints}): delete one before adding another`,
         );
       await requireNewTarget(trx, { accountId: input.accountId, url, events: JSON.stringify(events) });
       // A new endpoint starts at the feed's head: it gets the changes made after its creation.
@@ -286,42 +308,39 @@ export const webhookService = {
       });
       await notifyWebhooks(trx, '*');
     });
-    const row = await requireEndpoint(db, id);
-    return { endpoint: await toView(db, row, await feedOf(db, input.accountId), now), secret };
-  },
+    const row = await requireEndpoint(this.db, id);
+    return {
+      endpoint: await toView(this.changeFeed, row, await feedOf(this.db, input.accountId), now),
+      secret,
+    };
+  }
 
-  async list(db: Kysely<Database>, accountId: string): Promise<WebhookEndpointView[]> {
-    const account = await accountRepository.findById(db, accountId);
+  async list(accountId: string): Promise<WebhookEndpointView[]> {
+    const account = await accountRepository.findById(this.db, accountId);
     if (account === undefined) throw new InputError(`no account with id "${accountId}"`);
-    const feed = await feedOf(db, accountId);
+    const feed = await feedOf(this.db, accountId);
     const now = new Date();
-    const rows = await webhookRepository.listByAccount(db, accountId);
-    return Promise.all(rows.map((row) => toView(db, row, feed, now)));
-  },
+    const rows = await webhookRepository.listByAccount(this.db, accountId);
+    return Promise.all(rows.map((row) => toView(this.changeFeed, row, feed, now)));
+  }
 
   /** The endpoint with its latest attempts, newest first. */
   async show(
-    db: Kysely<Database>,
     endpointId: string,
     accountId?: string,
   ): Promise<WebhookEndpointView & { attempts: WebhookAttemptView[] }> {
-    const row = await requireEndpoint(db, endpointId, accountId);
-    const view = await toView(db, row, await feedOf(db, row.account_id), new Date());
-    const attempts = (await webhookRepository.listAttempts(db, row.id, ATTEMPTS_SHOWN)).map(
+    const row = await requireEndpoint(this.db, endpointId, accountId);
+    const view = await toView(this.changeFeed, row, await feedOf(this.db, row.account_id), new Date());
+    const attempts = (await webhookRepository.listAttempts(this.db, row.id, ATTEMPTS_SHOWN)).map(
       ({ id: _id, ...attempt }) => attempt,
     );
     return { ...view, attempts };
-  },
+  }
 
   /** The endpoint's audit events, newest first. */
-  async history(
-    db: Kysely<Database>,
-    endpointId: string,
-    accountId: string,
-    limit: number,
-  ): Promise<AuditEventRow[]> {
-    return auditRepository.list(db, accountId, limit, { type: 'webhook_endpoint', id: endpointId });
-  },
+  async history(endpointId: string, accountId: string, limit: number): Promise<AuditEventRow[]> {
+    return auditRepository.list(this.db, accountId, limit, { type: 'webhook_endpoint', id: endpointId });
+  }
 
   /**
    * Edits an endpoint's URL, event filter or description; its secrets, position and state stay, and
@@ -331,17 +350,16 @@ export const webhookService = {
    * start again from the stored row: the next attempt goes to the new URL, through the new filter.
    */
   async update(
-    { db, outbound }: Pick<WebhookDeps, 'db' | 'outbound'>,
     endpointId: string,
     actor: Actor,
     edit: { url?: string; events?: string | string[]; description?: string; accountId?: string },
   ): Promise<WebhookEndpointView & { attempts: WebhookAttemptView[] }> {
-    const row = await requireEndpoint(db, endpointId, edit.accountId);
+    const row = await requireEndpoint(this.db, endpointId, edit.accountId);
     if (edit.url === undefined && edit.events === undefined && edit.description === undefined)
       throw new InputError('nothing to change: give a new URL, events or description');
     const events = edit.events === undefined ? row.events : JSON.stringify(parseEventFilter(edit.events));
     const description = edit.description === undefined ? row.description : parseDescription(edit.description);
-    const url = edit.url === undefined ? row.url : await outbound.checkUrl(edit.url);
+    const url = edit.url === undefined ? row.url : await this.outbound.checkUrl(edit.url);
     const changed = [
       ...(url === row.url ? [] : [`url ${row.url} → ${url}`]),
       ...(events === row.events ? [] : [`events ${filterText(row.events)} → ${filterText(events)}`]),
@@ -355,7 +373,7 @@ export const webhookService = {
       );
     const retargeted = url !== row.url || events !== row.events;
     await change(
-      db,
+      this.db,
       row,
       {
         url,
@@ -375,28 +393,27 @@ export const webhookService = {
         },
       },
     );
-    return webhookService.show(db, row.id);
-  },
+    return this.show(row.id);
+  }
 
   async disable(
-    db: Kysely<Database>,
     endpointId: string,
     actor: Actor,
     { accountId, reason }: { accountId?: string; reason?: string } = {},
   ): Promise<WebhookEndpointView> {
-    const row = await requireEndpoint(db, endpointId, accountId);
+    const row = await requireEndpoint(this.db, endpointId, accountId);
     if (row.state === 'disabled')
       throw new InputError(`the webhook endpoint "${endpointId}" is already disabled`);
     const disabledReason = reason ?? `disabled by ${actor === 'cli' ? 'the command line' : 'a Super Admin'}`;
     await change(
-      db,
+      this.db,
       row,
       { state: 'disabled', disabled_reason: disabledReason },
       { actor, action: 'disabled', detail: disabledReason },
       { releaseLease: true },
     );
-    return webhookService.show(db, endpointId);
-  },
+    return this.show(endpointId);
+  }
 
   /**
    * Enables a disabled endpoint: delivery resumes after its position, with a clean retry slate.
@@ -404,16 +421,15 @@ export const webhookService = {
    * silently: refused unless `fromLatest` says, deliberately, to restart at the feed's head.
    */
   async enable(
-    db: Kysely<Database>,
     endpointId: string,
     actor: Actor,
     { accountId, fromLatest = false }: { accountId?: string; fromLatest?: boolean } = {},
   ): Promise<WebhookEndpointView> {
-    const row = await requireEndpoint(db, endpointId, accountId);
+    const row = await requireEndpoint(this.db, endpointId, accountId);
     if (row.state === 'active')
       throw new InputError(`the webhook endpoint "${endpointId}" is already active`);
-    await requireApiAccess(db, row.account_id);
-    const feed = await feedOf(db, row.account_id);
+    await requireApiAccess(this.db, row.account_id);
+    const feed = await feedOf(this.db, row.account_id);
     const past = row.position < feed.purgedSeq;
     if (past && !fromLatest) {
       throw new InputError(
@@ -423,7 +439,7 @@ export const webhookService = {
       );
     }
     await change(
-      db,
+      this.db,
       row,
       {
         state: 'active',
@@ -434,13 +450,13 @@ export const webhookService = {
       { actor, action: 'enabled', detail: fromLatest ? `restarted from the head (seq ${feed.head})` : null },
       { releaseLease: true },
     );
-    return webhookService.show(db, endpointId);
-  },
+    return this.show(endpointId);
+  }
 
-  async delete(db: Kysely<Database>, endpointId: string, actor: Actor, accountId?: string): Promise<void> {
-    const row = await requireEndpoint(db, endpointId, accountId);
+  async delete(endpointId: string, actor: Actor, accountId?: string): Promise<void> {
+    const row = await requireEndpoint(this.db, endpointId, accountId);
     const stamp = new Date().toISOString();
-    await db.transaction().execute(async (trx) => {
+    await this.db.transaction().execute(async (trx) => {
       await webhookRepository.delete(trx, row.id);
       await auditRepository.insert(trx, {
         account_id: row.account_id,
@@ -453,7 +469,7 @@ export const webhookService = {
       });
       await notifyWebhooks(trx, '*');
     });
-  },
+  }
 
   /**
    * A new secret, shown once; the current one keeps signing beside it for `overlapHours` (one more
@@ -462,7 +478,6 @@ export const webhookService = {
    * secret that leaked).
    */
   async rotateSecret(
-    { db, secretsKey }: Pick<WebhookDeps, 'db' | 'secretsKey'>,
     endpointId: string,
     actor: Actor,
     { overlapHours = DEFAULT_OVERLAP_HOURS, accountId }: { overlapHours?: number; accountId?: string } = {},
@@ -471,9 +486,9 @@ export const webhookService = {
     previous_secret_expires_at: string | null;
     previous_secrets_expire_at: string[];
   }> {
-    const row = await requireEndpoint(db, endpointId, accountId);
+    const row = await requireEndpoint(this.db, endpointId, accountId);
     const hours = parseOverlapHours(overlapHours);
-    const box = await secretBox(db, secretsKey);
+    const box = await this.secrets();
     const secret = generateSecret();
     const now = new Date();
     const until = hours === 0 ? null : new Date(now.getTime() + hours * 3_600_000).toISOString();
@@ -485,7 +500,7 @@ export const webhookService = {
     }
     const previous = until === null ? [] : [...earlier, { secret: row.secret, expires_at: until }];
     await change(
-      db,
+      this.db,
       row,
       {
         secret: box.seal(row.id, secret),
@@ -511,26 +526,25 @@ export const webhookService = {
         .map((entry) => entry.expires_at)
         .sort((a, b) => Date.parse(a) - Date.parse(b)),
     };
-  },
+  }
 
   /**
    * Moves the position to `cursor` (a `/changes` cursor, or `latest` for the head): the changes
    * after it are sent again, in order, with the same `webhook-id`s as the first time.
    */
   async resend(
-    db: Kysely<Database>,
     endpointId: string,
     cursor: string,
     actor: Actor,
     accountId?: string,
   ): Promise<WebhookEndpointView> {
-    const row = await requireEndpoint(db, endpointId, accountId);
-    const feed = await feedOf(db, row.account_id);
+    const row = await requireEndpoint(this.db, endpointId, accountId);
+    const feed = await feedOf(this.db, row.account_id);
     let position: number;
     if (cursor === LATEST_CURSOR) {
       position = feed.head;
     } else {
-      const held = (await changeCursors(db)).decode(row.account_id, cursor.trim());
+      const held = (await this.changeFeed.cursors()).decode(row.account_id, cursor.trim());
       if (held === null)
         throw new InputError(`cursor is not a /changes cursor of this account (got "${cursor}")`);
       if (held.bound > feed.head || held.position < feed.purgedSeq)
@@ -540,7 +554,7 @@ export const webhookService = {
       position = held.position;
     }
     await change(
-      db,
+      this.db,
       row,
       { ...restartAt(position), ...NOT_FAILING },
       {
@@ -550,36 +564,32 @@ export const webhookService = {
       },
       { releaseLease: true },
     );
-    return webhookService.show(db, endpointId);
-  },
+    return this.show(endpointId);
+  }
 
   /**
    * Sends a `webhook.test` event now, from this process, signed like any other, through the same
    * guard, whatever the endpoint's state; records it in the delivery log and returns what came back.
    */
-  async sendTest(
-    { db, outbound, secretsKey }: WebhookDeps,
-    endpointId: string,
-    accountId?: string,
-  ): Promise<PostResult & { webhook_id: string }> {
-    const row = await requireEndpoint(db, endpointId, accountId);
+  async sendTest(endpointId: string, accountId?: string): Promise<PostResult & { webhook_id: string }> {
+    const row = await requireEndpoint(this.db, endpointId, accountId);
     // Nothing leaves for an account without API access, a test event no more than its changes.
-    await requireApiAccess(db, row.account_id);
-    const secrets = await signingSecrets(db, secretsKey, row, new Date());
-    const head = (await feedOf(db, row.account_id)).head;
+    await requireApiAccess(this.db, row.account_id);
+    const secrets = await this.signingSecrets(row, new Date());
+    const head = (await feedOf(this.db, row.account_id)).head;
     const now = new Date();
     const body = testEventBody(
       row.id,
       now.toISOString(),
-      await changeFeedService.cursorAfter(db, row.account_id, head),
+      await this.changeFeed.cursorAfter(row.account_id, head),
     );
     const webhookId = testWebhookId();
-    const result = await outbound.post(
+    const result = await this.outbound.post(
       row.url,
       { ...signedHeaders(webhookId, Math.floor(now.getTime() / 1000), body, signingKeys(secrets)) },
       body,
     );
-    await webhookRepository.recordAttempts(db, [
+    await webhookRepository.recordAttempts(this.db, [
       {
         endpoint_id: row.id,
         webhook_id: webhookId,
@@ -592,8 +602,22 @@ export const webhookService = {
       },
     ]);
     return { ...result, webhook_id: webhookId };
-  },
-};
+  }
+
+  /**
+   * The secrets that sign the endpoint's messages now: the current one, then every previous one still
+   * in its overlap, newest first.
+   */
+  async signingSecrets(row: SecretsOfRow, now: Date): Promise<string[]> {
+    const box = await this.secrets();
+    const secrets = [box.open(row.id, row.secret)];
+    for (const previous of livePrevious(row, now).reverse()) {
+      const secret = box.open(row.id, previous.secret);
+      if (!secrets.includes(secret)) secrets.push(secret);
+    }
+    return secrets;
+  }
+}
 
 /** What of an endpoint's row says which secrets sign. */
 type SecretsOfRow = Pick<
@@ -642,23 +666,4 @@ function livePrevious(row: SecretsOfRow, now: Date): PreviousSecret[] {
   const holds = legacy !== null && list.at(-1)?.secret === legacy.secret;
   const previous = holds ? list : legacy === null ? [] : [legacy];
   return previous.filter((entry) => Date.parse(entry.expires_at) > now.getTime());
-}
-
-/**
- * The secrets that sign the endpoint's messages now: the current one, then every previous one still
- * in its overlap, newest first.
- */
-export async function signingSecrets(
-  db: Kysely<Database>,
-  secretsKey: Buffer | null,
-  row: SecretsOfRow,
-  now: Date,
-): Promise<string[]> {
-  const box = await secretBox(db, secretsKey);
-  const secrets = [box.open(row.id, row.secret)];
-  for (const previous of livePrevious(row, now).reverse()) {
-    const secret = box.open(row.id, previous.secret);
-    if (!secrets.includes(secret)) secrets.push(secret);
-  }
-  return secrets;
 }

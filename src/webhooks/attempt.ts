@@ -1,6 +1,5 @@
 import type { KeyObject } from 'node:crypto';
 import type { LeasedEndpointRow } from '../db/repositories/webhooks.ts';
-import type { ChangeCursors } from '../services/change-cursor.ts';
 import { inSpan } from '../telemetry/tracing.ts';
 import type { OutboundClient, PostResult } from './outbound.ts';
 import { changeEventBody, type EventChange } from './payload.ts';
@@ -27,6 +26,11 @@ function outcomeOf(result: PostResult): AttemptOutcome {
   return result.failure ?? 'network_error';
 }
 
+/** Issues `/changes` cursors: the feed's codec (`ChangeCursors`), handed in by the composition root. */
+export interface CursorIssuer {
+  encode(accountId: string, at: { position: number; bound: number; issuedAt: number }): string;
+}
+
 export interface AttemptInput {
   endpoint: Pick<LeasedEndpointRow, 'id' | 'account_id' | 'url'>;
   change: EventChange;
@@ -34,7 +38,7 @@ export interface AttemptInput {
   type: string;
   /** The endpoint's signing keys: its secret and those of its rotation overlap. */
   keys: KeyObject[];
-  cursors: ChangeCursors;
+  cursors: CursorIssuer;
   outbound: OutboundClient;
   /** Ends the attempt early (the worker stopped). */
   signal: AbortSignal;

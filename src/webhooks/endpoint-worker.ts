@@ -3,12 +3,10 @@ import type { Kysely } from 'kysely';
 import type { LeasedEndpointRow } from '../db/repositories/webhooks.ts';
 import type { Database } from '../db/schema.ts';
 import { isStoreUnavailable } from '../db/store-health.ts';
-import { changeCursors } from '../services/change-cursor.ts';
-import { signingSecrets } from '../services/webhook-service.ts';
 import { attempt } from './attempt.ts';
 import type { DeliveryMetrics, EndpointStanding } from './delivery-metrics.ts';
 import { matchesFilter } from './events.ts';
-import { type Batch, fetchBatch, knows, type StoredAcknowledged } from './fetch-batch.ts';
+import { type Batch, type DeliveryFeed, fetchBatch, knows, type StoredAcknowledged } from './fetch-batch.ts';
 import type { DeliveryGovernor } from './governor.ts';
 import { leaseCovers, leasedEndpoint } from './lease.ts';
 import type { OutboundClient } from './outbound.ts';
@@ -34,10 +32,16 @@ const STORE_RETRY_MS = 1000;
 /** Before an event that was not sent (`not_sent`) is tried again, on average. */
 const NOT_SENT_RETRY_MS = 1000;
 
+/** The secrets that sign an endpoint's events now (`WebhookService`, handed in by the composition root). */
+export interface EndpointSecrets {
+  signingSecrets(row: LeasedEndpointRow, now: Date): Promise<string[]>;
+}
+
 export interface WorkerOptions {
   db: Kysely<Database>;
+  feed: DeliveryFeed;
+  secrets: EndpointSecrets;
   outbound: OutboundClient;
-  secretsKey: Buffer | null;
   leaseSeconds: number;
   timeoutMs: number;
   disableAfterHours: number;
@@ -215,7 +219,13 @@ export class EndpointWorker implements EndpointStanding {
       return false;
     }
     this.state.readDue = false;
-    const batch = await fetchBatch(db, row, this.host.options.batchSize ?? BATCH, this.state.stored);
+    const batch = await fetchBatch(
+      db,
+      this.host.options.feed,
+      row,
+      this.host.options.batchSize ?? BATCH,
+      this.state.stored,
+    );
     this.state.head = batch.head;
     if (batch.changes.length === 0) return this.caughtUp(row.position, batch.head);
     this.state.waitingSince = Date.parse(batch.changes[0]?.changed_at ?? '') || Date.now();
@@ -247,11 +257,11 @@ export class EndpointWorker implements EndpointStanding {
    * entry, in that read or before it.
    */
   private async deliver(row: LeasedEndpointRow, { changes, complete, known }: Batch): Promise<boolean> {
-    const { db, outbound, secretsKey, disableAfterHours } = this.host.options;
+    const { feed, secrets, outbound, disableAfterHours } = this.host.options;
     const { metrics, governor } = this.host;
     const filter = JSON.parse(row.events) as string[];
-    const keys = signingKeys(await signingSecrets(db, secretsKey, row, new Date()));
-    const cursors = await changeCursors(db);
+    const keys = signingKeys(await secrets.signingSecrets(row, new Date()));
+    const cursors = await feed.cursors();
     let position = row.position;
     let flushedAt = Date.now();
     // Whether an event of this batch was accepted: the endpoint's failure, if any, is over.

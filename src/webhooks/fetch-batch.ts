@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { type LeasedEndpointRow, webhookRepository } from '../db/repositories/webhooks.ts';
 import type { Database } from '../db/schema.ts';
-import { changeFeedService } from '../services/change-feed-service.ts';
+import type { CursorIssuer } from './attempt.ts';
 import type { EventChange } from './payload.ts';
 
 /**
@@ -13,6 +13,17 @@ import type { EventChange } from './payload.ts';
  * entered the view at or before the floor, or was acknowledged since it last entered the view (the
  * same `created_seq`).
  */
+
+/**
+ * The changes feed as deliveries read it (`ChangeFeedService`, handed in by the composition root,
+ * src/runtime.ts: the worker sits below the services).
+ */
+export interface DeliveryFeed {
+  /** The first `limit` changes after `after`, each upsert with the seq its record entered the view at, and the head. */
+  after(accountId: string, after: number, limit: number): Promise<{ head: number; changes: EventChange[] }>;
+  /** The codec of the feed's cursors. */
+  cursors(): Promise<CursorIssuer>;
+}
 
 /** What `webhook_acknowledged` holds for the endpoint, as far as its worker knows. */
 export type StoredAcknowledged = 'unknown' | 'empty' | 'held';
@@ -51,11 +62,12 @@ export function knows({ floor, acknowledged }: Known, change: EventChange): bool
  */
 export async function fetchBatch(
   db: Kysely<Database>,
+  feed: DeliveryFeed,
   row: Pick<LeasedEndpointRow, 'id' | 'account_id' | 'position' | 'known_through'>,
   size: number,
   stored: StoredAcknowledged,
 ): Promise<Batch> {
-  const { head, changes } = await changeFeedService.after(db, row.account_id, row.position, size);
+  const { head, changes } = await feed.after(row.account_id, row.position, size);
   const complete = changes.length < size;
   const more = changes.length > 0 && (!complete || (changes.at(-1)?.seq ?? 0) < head);
   const acknowledged = new Map<string, number>();

@@ -67,7 +67,7 @@ for (const store of STORES) {
       await tick();
 
       assert.deepEqual((await keyUsageService.report(ctx.db, key.id, 30)).hours, [], 'no write per request');
-      await ctx.services.keyUsage.flush();
+      await ctx.runtime.keyUsage.flush();
       const report = await keyUsageService.report(ctx.db, key.id, 30);
       assert.deepEqual(report.totals, { ok: 3, client_errors: 1, rate_limited: 2 });
       const lastHour = hourOf(Date.now());
@@ -88,7 +88,7 @@ for (const store of STORES) {
       await ctx.db.updateTable('api_keys').set({ state: 'disabled' }).where('id', '=', key.id).execute();
       assert.equal((await get(ctx.app, key.rawKey)).statusCode, 401);
       await tick();
-      await ctx.services.keyUsage.flush();
+      await ctx.runtime.keyUsage.flush();
       assert.deepEqual((await keyUsageService.report(ctx.db, key.id, 1)).totals, {
         ok: 0,
         client_errors: 1,
@@ -104,10 +104,10 @@ for (const store of STORES) {
         for (let i = 0; i < 5; i += 1) assert.equal((await get(ctx.app, key.rawKey)).statusCode, 200);
         for (let i = 0; i < 7; i += 1) assert.equal((await get(second.app, key.rawKey)).statusCode, 200);
         await tick();
-        await ctx.services.keyUsage.flush();
-        await second.services.keyUsage.flush();
+        await ctx.runtime.keyUsage.flush();
+        await second.runtime.keyUsage.flush();
         // A second flush of each adds nothing more.
-        await ctx.services.keyUsage.flush();
+        await ctx.runtime.keyUsage.flush();
         assert.equal((await get(second.app, key.rawKey)).statusCode, 200);
       } finally {
         // Closing flushes what is left (the server's shutdown path).

@@ -168,11 +168,11 @@ if (STORES.includes('postgres')) {
 
         // A scope change keeps the key usable: the next request must be counted exactly once.
         await apiKeyService.setScope(ctx.db, key.id, 'read-write', 'test');
-        await other.services.sharedGeneration?.bump();
+        await other.runtime.sharedGeneration?.bump();
         assert.equal((await get()).headers['x-ratelimit-remaining'], '997', 'not counted twice');
 
         await apiKeyService.revoke(ctx.db, key.id, 'test');
-        await other.services.sharedGeneration?.bump();
+        await other.runtime.sharedGeneration?.bump();
         const revoked = await get();
         assert.equal(revoked.statusCode, 401);
         assert.equal(revoked.json().error, 'API_KEY_INVALID');

@@ -7,7 +7,7 @@ import { CHROMIUM, launchChromium, axeViolations, type Violation } from './chrom
 import { kyselyAdapter } from '../../src/oauth/adapter.ts';
 import { ADMIN_PATH } from '../../src/paths.ts';
 import { oauthClientService } from '../../src/services/oauth-client-service.ts';
-import { webhookService } from '../../src/services/webhook-service.ts';
+import { buildServices } from '../../src/services/services.ts';
 import { OutboundClient } from '../../src/webhooks/outbound.ts';
 import { createTestContext, seedAccount, seedKey, type TestContext } from '../helpers.ts';
 import { PASSWORD, type SeededUser, seedUser } from '../routes/admin/admin-helpers.ts';
@@ -83,20 +83,18 @@ describe('every admin page is accessible in Chromium (sqlite)', () => {
       },
       3600,
     );
-    const deps = {
-      db: ctx.db,
-      outbound: new OutboundClient({ allowPrivate: true, timeoutMs: 2000 }),
-      secretsKey: ctx.config.webhookSecretsKey,
-      maxEndpoints: ctx.config.webhookMaxEndpoints,
-    };
-    const { endpoint } = await webhookService.create(deps, {
+    const outbound = new OutboundClient({ allowPrivate: true, timeoutMs: 2000 });
+    const { endpoint } = await buildServices(ctx.runtime.database, ctx.config, outbound).webhooks.create({
       accountId,
       url: 'http://127.0.0.1:9/hook',
       description: 'Warehouse sync',
       actor: admin.id,
     });
     ids.endpoint = endpoint.id;
-    await webhookService.disable(ctx.db, endpoint.id, admin.id, { accountId, reason: 'paused for the test' });
+    await ctx.runtime.services.webhooks.disable(endpoint.id, admin.id, {
+      accountId,
+      reason: 'paused for the test',
+    });
     await oauthClientService.rotateSecret(ctx.db, client.client_id, '1h', admin.id);
 
     await ctx.app.listen({ port: 0, host: '127.0.0.1' });

@@ -299,7 +299,7 @@ describe('admin panel in Chromium (sqlite)', () => {
         headers: { authorization: `Bearer ${powerBi.rawKey}` },
       });
       assert.equal(missing.status, 404);
-      await ctx.services.keyUsage.flush();
+      await ctx.runtime.keyUsage.flush();
 
       await page.getByRole('link', { name: 'PowerBI export' }).click();
       await page.getByRole('heading', { name: 'Usage' }).waitFor();

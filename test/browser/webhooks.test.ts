@@ -5,7 +5,6 @@ import { after, before, describe, test } from 'node:test';
 import { type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { CHROMIUM, launchChromium, axeViolations } from './chromium.ts';
 import { webhookRepository } from '../../src/db/repositories/webhooks.ts';
-import { webhookService } from '../../src/services/webhook-service.ts';
 import { createTestContext, seedAccount, type TestContext } from '../helpers.ts';
 import { PASSWORD, type SeededUser, seedUser } from '../routes/admin/admin-helpers.ts';
 import { Receiver } from '../webhooks/receiver.ts';
@@ -173,13 +172,13 @@ describe('admin webhook pages in Chromium (sqlite)', () => {
   });
 
   test('on a desktop screen, where the tables are tables, the list and an endpoint are accessible too', async () => {
-    const { endpoint } = await webhookService.create(ctx.services.webhookDeps, {
+    const { endpoint } = await ctx.runtime.services.webhooks.create({
       accountId,
       url: receiver.url('/desktop-receiver-with-a-rather-long-path/that-goes-on/and-on'),
       events: 'incident.created,incident.updated,incident.deleted,user.*,department.*,location.*',
       actor: admin.id,
     });
-    await webhookService.sendTest(ctx.services.webhookDeps, endpoint.id);
+    await ctx.runtime.services.webhooks.sendTest(endpoint.id);
     await page.setViewportSize({ width: 1280, height: 800 });
     try {
       await page.goto(`${base}/admin/settings/integrations/webhooks`);

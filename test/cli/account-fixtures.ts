@@ -9,7 +9,6 @@ import * as oidc from 'openid-client';
 import { webhookRepository } from '../../src/db/repositories/webhooks.ts';
 import type { Database } from '../../src/db/schema.ts';
 import { apiKeyService } from '../../src/services/api-key-service.ts';
-import { webhookService } from '../../src/services/webhook-service.ts';
 import { bearer, runCli, seedKey } from '../helpers.ts';
 import {
   authorizationRequest,
@@ -133,7 +132,7 @@ export async function populateAccount(
   env: Record<string, string>,
   { incidents = 20 }: { incidents?: number } = {},
 ): Promise<PopulatedAccount> {
-  const { db, app, services } = server.ctx;
+  const { db, app, runtime } = server.ctx;
   const accountId = randomUUID();
   const records = accountRecords(accountId, incidents);
   await importRecords(records, env);
@@ -159,10 +158,10 @@ export async function populateAccount(
   for (const rawKey of [key.rawKey, revoked.rawKey]) {
     await app.inject({ url: '/api/v1/public/incidents', headers: bearer(rawKey) });
   }
-  await services.lastUse.flush();
-  await services.keyUsage.flush();
+  await runtime.lastUse.flush();
+  await runtime.keyUsage.flush();
 
-  const { endpoint, secret } = await webhookService.create(services.webhookDeps, {
+  const { endpoint, secret } = await runtime.services.webhooks.create({
     accountId,
     url: 'http://127.0.0.1:9/hook',
     actor: 'test',

@@ -41,8 +41,8 @@ for (const store of STORES) {
       const keptAnswer = await publicGet(app, kept.rawKey, '/api/v1/public/incidents?limit=200');
       assert.equal(keptAnswer.status, 200);
       // That request's last use and usage are in the store before the rows are compared.
-      await server.ctx.services.lastUse.flush();
-      await server.ctx.services.keyUsage.flush();
+      await server.ctx.runtime.lastUse.flush();
+      await server.ctx.runtime.keyUsage.flush();
       const before = await everyRow(db);
       const goneBefore = rowsMentioning(before, goneIds);
       // The fixture reaches every table that belongs to accounts (an `account_id` column) and every

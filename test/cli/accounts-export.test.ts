@@ -183,7 +183,9 @@ for (const store of STORES) {
             else change().then(() => done(), done);
           },
         });
-        await accountDataService.exportAccount(db, account.accountId, () => sink, { chunkRows: 4 });
+        await accountDataService.exportAccount(server.ctx.runtime.database, account.accountId, () => sink, {
+          chunkRows: 4,
+        });
         return text;
       };
       const department = await db

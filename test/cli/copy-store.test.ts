@@ -13,7 +13,6 @@ import { storeCopyRepository } from '../../src/db/repositories/store-copy.ts';
 import { OAUTH_PATH } from '../../src/paths.ts';
 import { MIGRATION_TABLES } from '../../src/db/repositories/migration-state.ts';
 import { checksumTables, TABLE_PLAN } from '../../src/services/store-copy.ts';
-import { webhookService } from '../../src/services/webhook-service.ts';
 import {
   createTestDatabase,
   ROOT,
@@ -143,8 +142,8 @@ for (const [fromStore, toStore] of DIRECTIONS) {
 
       // A webhook endpoint mid-stream: three events delivered (and their position committed), four waiting.
       receiver = await Receiver.start();
-      await ctx.services.webhooks.start();
-      const created = await webhookService.create(ctx.services.webhookDeps, {
+      await ctx.runtime.delivery.start();
+      const created = await ctx.runtime.services.webhooks.create({
         accountId: a,
         url: receiver.url(),
         events: 'incident.*',
@@ -157,11 +156,11 @@ for (const [fromStore, toStore] of DIRECTIONS) {
       );
       await receiver.waitFor(3, 30_000);
       await until(
-        async () => (await webhookService.show(ctx.db, created.endpoint.id)).lag === 0,
+        async () => (await ctx.runtime.services.webhooks.show(created.endpoint.id)).lag === 0,
         30_000,
         'the position',
       );
-      await ctx.services.webhooks.stop();
+      await ctx.runtime.delivery.stop();
       undelivered = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
       await importRecords(
         ctx,
@@ -249,7 +248,7 @@ for (const [fromStore, toStore] of DIRECTIONS) {
     test('the webhook endpoint resumes at its position, signing with the same secret', async () => {
       const opened = await appOn(target.url, { ...ENV, BASE_URL: server.baseUrl });
       try {
-        await opened.services.webhooks.start();
+        await opened.runtime.delivery.start();
         await receiver.waitFor(7, 30_000);
         const resumed = receiver.received.slice(3, 7);
         assert.deepEqual(

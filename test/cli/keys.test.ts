@@ -193,7 +193,7 @@ for (const store of STORES) {
       for (let i = 0; i < 4; i += 1) assert.equal(await status(key.rawKey), '200 false');
       assert.equal(await status(key.rawKey, 'POST'), '403 INSUFFICIENT_SCOPE');
       await tick();
-      await ctx.services.keyUsage.flush();
+      await ctx.runtime.keyUsage.flush();
       const result = await runCli(['keys', 'usage', key.id, '--days', '1', '--json'], env);
       assert.equal(result.code, 0, result.stderr);
       const lastHour = hourOf(Date.now());
@@ -221,7 +221,7 @@ for (const store of STORES) {
     test('keys roll and keys usage: bad input exits non-zero with one line and changes nothing', async () => {
       const key = await seedKey(ctx.db, accountId, { name: 'Untouched' });
       // The earlier tests' last uses land now, not in the middle of the comparison.
-      await ctx.services.lastUse.flush();
+      await ctx.runtime.lastUse.flush();
       const rowsBefore = await ctx.db.selectFrom('api_keys').selectAll().orderBy('id').execute();
       const cases: [string[], RegExp][] = [
         [

@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.ts';
 import { loadConfig } from '../../src/config.ts';
 import { apiKeyService } from '../../src/services/api-key-service.ts';
-import { openServices, type Services } from '../../src/services/index.ts';
+import { openRuntime, type Runtime } from '../../src/runtime.ts';
 import { bearer, seedAccount, seedKey, type TestContext } from '../helpers.ts';
 import { importRecords, incident } from '../webhooks/feed.ts';
 
@@ -195,22 +195,22 @@ export function importWhile(ctx: TestContext, accountId: string, size: number) {
 
 export interface OpenedApp {
   app: FastifyInstance;
-  services: Services;
+  runtime: Runtime;
   close(): Promise<void>;
 }
 
 /** The whole application on the store at `url` (already populated), as a server there would run. */
 export async function appOn(url: string, env: Record<string, string> = {}): Promise<OpenedApp> {
   const config = loadConfig({ LOG_LEVEL: 'silent', ...env, DATABASE_URL: url });
-  const services = await openServices(config, { warn: () => {}, error: () => {} });
-  const app = await buildApp(config, services);
+  const runtime = await openRuntime(config, { warn: () => {}, error: () => {} });
+  const app = await buildApp(config, runtime);
   await app.ready();
   return {
     app,
-    services,
+    runtime,
     async close() {
       await app.close();
-      await services.close();
+      await runtime.close();
     },
   };
 }

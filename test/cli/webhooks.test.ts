@@ -5,7 +5,6 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
-import { webhookService } from '../../src/services/webhook-service.ts';
 import {
   type CliResult,
   createTestContext,
@@ -154,7 +153,7 @@ for (const store of STORES) {
       ]);
       assert.deepEqual(some.events, ['incident.*', 'user.deleted']);
       assert.notEqual(some.secret, all.secret);
-      const stored = await webhookService.show(ctx.db, some.id);
+      const stored = await ctx.runtime.services.webhooks.show(some.id);
       assert.deepEqual(stored.events, ['incident.*', 'user.deleted']);
       assert.equal(stored.state, 'active');
       assert.equal(stored.description, 'BI export');
@@ -195,13 +194,13 @@ for (const store of STORES) {
       const disabled = await cli(['webhooks', 'disable', some.id]);
       assert.equal(disabled.code, 0, disabled.stderr);
       assert.match(disabled.stdout, new RegExp(`^${some.id}  disabled  `));
-      const afterDisable = await webhookService.show(ctx.db, some.id);
+      const afterDisable = await ctx.runtime.services.webhooks.show(some.id);
       assert.equal(afterDisable.state, 'disabled');
       assert.equal(typeof afterDisable.disabled_reason, 'string');
 
       const enabled = await cli(['webhooks', 'enable', some.id]);
       assert.equal(enabled.code, 0, enabled.stderr);
-      const afterEnable = await webhookService.show(ctx.db, some.id);
+      const afterEnable = await ctx.runtime.services.webhooks.show(some.id);
       assert.equal(afterEnable.state, 'active');
       assert.equal(afterEnable.disabled_reason, null);
 
@@ -210,17 +209,17 @@ for (const store of STORES) {
         /already active/,
         'enable of an active endpoint',
       );
-      assert.equal((await webhookService.show(ctx.db, some.id)).state, 'active');
+      assert.equal((await ctx.runtime.services.webhooks.show(some.id)).state, 'active');
 
       const deleted = await cli(['webhooks', 'delete', some.id]);
       assert.equal(deleted.code, 0, deleted.stderr);
-      await assert.rejects(webhookService.show(ctx.db, some.id), /no webhook endpoint/);
+      await assert.rejects(ctx.runtime.services.webhooks.show(some.id), /no webhook endpoint/);
       assertOneLineFailure(
         await cli(['webhooks', 'show', some.id, '--json']),
         new RegExp(`^safety-api: no webhook endpoint with id "${some.id}"\\n$`),
         'show after delete',
       );
-      const remaining = await webhookService.list(ctx.db, accountId);
+      const remaining = await ctx.runtime.services.webhooks.list(accountId);
       assert.deepEqual(
         remaining.map((e) => e.id),
         [all.id],
@@ -272,7 +271,10 @@ for (const store of STORES) {
       assert.match(first.secret as string, SECRET);
       assert.notEqual(first.secret, created.secret);
       // The default overlap: the previous secret signs for a while longer.
-      assert.notEqual((await webhookService.show(ctx.db, created.id)).previous_secret_expires_at, null);
+      assert.notEqual(
+        (await ctx.runtime.services.webhooks.show(created.id)).previous_secret_expires_at,
+        null,
+      );
 
       const now = await cli(['webhooks', 'rotate-secret', created.id, '--overlap-hours', '0', '--json']);
       assert.equal(now.code, 0, now.stderr);
@@ -280,7 +282,7 @@ for (const store of STORES) {
       assert.match(second.secret, SECRET);
       assert.notEqual(second.secret, first.secret);
       assert.notEqual(second.secret, created.secret);
-      assert.equal((await webhookService.show(ctx.db, created.id)).previous_secret_expires_at, null);
+      assert.equal((await ctx.runtime.services.webhooks.show(created.id)).previous_secret_expires_at, null);
 
       const rowBefore = await storedRow(created.id);
       const auditBefore = (await auditOf(created.id)).length;
@@ -403,13 +405,13 @@ for (const store of STORES) {
       const startCursor = start.cursor as string;
 
       await seedIncidents(ctx.db, account, 4);
-      const behind = await webhookService.show(ctx.db, created.id);
+      const behind = await ctx.runtime.services.webhooks.show(created.id);
       assert.equal(behind.position, 3);
       assert.equal(behind.lag, 4);
 
       const latest = await cli(['webhooks', 'resend', created.id, '--cursor', 'latest']);
       assert.equal(latest.code, 0, latest.stderr);
-      const atHead = await webhookService.show(ctx.db, created.id);
+      const atHead = await ctx.runtime.services.webhooks.show(created.id);
       assert.equal(atHead.position, 7);
       assert.equal(atHead.lag, 0);
 
@@ -436,7 +438,7 @@ for (const store of STORES) {
 
       const replay = await cli(['webhooks', 'resend', created.id, '--cursor', startCursor]);
       assert.equal(replay.code, 0, replay.stderr);
-      const replayed = await webhookService.show(ctx.db, created.id);
+      const replayed = await ctx.runtime.services.webhooks.show(created.id);
       assert.equal(replayed.position, 3);
       assert.equal(replayed.lag, 4);
 
@@ -610,7 +612,7 @@ for (const store of STORES) {
       const account = await seedAccount(ctx.db);
       // The default cap (WEBHOOK_MAX_ENDPOINTS unset), filled without a process per endpoint.
       for (let i = 0; i < 20; i += 1)
-        await webhookService.create(ctx.services.webhookDeps, {
+        await ctx.runtime.services.webhooks.create({
           accountId: account,
           url: `${ok.url}/${i}`,
           actor: 'test',
@@ -631,7 +633,10 @@ for (const store of STORES) {
         ],
       ]);
       // Room again, but not for a second endpoint with a URL and filter already there.
-      await webhookService.delete(ctx.db, (await webhookService.list(ctx.db, account))[0]?.id ?? '', 'test');
+      await ctx.runtime.services.webhooks.delete(
+        (await ctx.runtime.services.webhooks.list(account))[0]?.id ?? '',
+        'test',
+      );
       await assertFailWithoutChange([
         [
           create(`${ok.url}/1`, '--events', '*'),
@@ -640,7 +645,7 @@ for (const store of STORES) {
       ]);
       const added = await createJson(['--url', `${ok.url}/20`], account);
       assert.equal(added.state, 'active');
-      assert.equal((await webhookService.list(ctx.db, account)).length, 20);
+      assert.equal((await ctx.runtime.services.webhooks.list(account)).length, 20);
     });
 
     test('commands on a missing endpoint, or in the wrong state, fail with one line and change nothing', async () => {
@@ -663,7 +668,7 @@ for (const store of STORES) {
         [['webhooks', 'enable', active.id], /already active/],
         [['webhooks', 'explode'], /^safety-api: unknown webhooks action "explode"/],
       ]);
-      assert.equal((await webhookService.show(ctx.db, active.id)).state, 'active');
+      assert.equal((await ctx.runtime.services.webhooks.show(active.id)).state, 'active');
     });
   });
 }

@@ -5,7 +5,6 @@ import SqliteDatabase from 'better-sqlite3';
 import pg from 'pg';
 import { copiedOnPostgres, openDatabase, preparedOnPostgres } from '../../src/db/database.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
-import { openSnapshot } from '../../src/db/snapshot.ts';
 import {
   ADMIN_PG_URL,
   bearer,
@@ -25,7 +24,7 @@ describe('PostgreSQL connections lost while idle', { skip: !STORES.includes('pos
     ctx = await createTestContext(
       'postgres',
       {},
-      { servicesLogger: { warn: (details: object) => warnings.push(details), error: () => {} } },
+      { runtimeLogger: { warn: (details: object) => warnings.push(details), error: () => {} } },
     );
   });
   after(() => ctx.close());
@@ -78,7 +77,7 @@ describe('A PostgreSQL handle', { skip: !STORES.includes('postgres') }, () => {
       ).rows[0]?.count;
     try {
       const handle = openDatabase(database.url);
-      const snapshot = await openSnapshot(handle.db);
+      const snapshot = await handle.snapshots.open();
       assert.deepEqual((await sql<{ one: number }>`select 1 as one`.execute(snapshot.db)).rows, [{ one: 1 }]);
       await snapshot.release();
       assert.equal(await connections(), 1, 'the snapshot connection stays in its pool between snapshots');

@@ -177,7 +177,7 @@ export interface LogLine {
   message: string;
 }
 
-/** A logger for `openServices` that keeps every line it is given. */
+/** A logger for `openRuntime` that keeps every line it is given. */
 export function recordingLogger() {
   const lines: LogLine[] = [];
   const line = (level: LogLine['level']) => (first: unknown, second?: unknown) => {
@@ -201,7 +201,7 @@ export async function createFaultContext(
   route: (databaseUrl: string) => Promise<string> = async (url) => url,
 ): Promise<FaultContext> {
   const { lines, logger } = recordingLogger();
-  const ctx = await createTestContext(store, env, { servicesLogger: logger, route });
+  const ctx = await createTestContext(store, env, { runtimeLogger: logger, route });
   return Object.assign(ctx, { lines });
 }
 

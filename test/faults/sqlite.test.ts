@@ -109,11 +109,11 @@ if (STORES.includes('sqlite')) {
       const usedAt = new Date(Date.now() + 3_600_000);
       // The server's own flush (every 5 s) may still be retrying the earlier tests' uses against their
       // locks; flushes run one after another, so the flush measured here would wait for it first.
-      await ctx.services.lastUse.flush();
+      await ctx.runtime.lastUse.flush();
       const release = holdWriteLock();
       try {
-        ctx.services.lastUse.record(keyId, usedAt);
-        const flush = timed(() => ctx.services.lastUse.flush());
+        ctx.runtime.lastUse.record(keyId, usedAt);
+        const flush = timed(() => ctx.runtime.lastUse.flush());
         await sleep(50);
         const read = await timed(get);
         assert.equal(read.result.statusCode, 200);
@@ -125,7 +125,7 @@ if (STORES.includes('sqlite')) {
       } finally {
         release();
       }
-      await ctx.services.lastUse.flush();
+      await ctx.runtime.lastUse.flush();
       const row = await apiKeyRepository.findById(ctx.db, keyId);
       assert.equal(row?.last_used_at, usedAt.toISOString(), 'written by the next pass');
     });

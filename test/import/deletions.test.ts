@@ -3,7 +3,6 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { importFile } from '../../src/import/import.ts';
 import { accountDataService } from '../../src/services/account-data-service.ts';
-import { incidentService } from '../../src/services/incident-service.ts';
 import { bearer, createTestContext, random, STORES, seedKey, type TestContext } from '../helpers.ts';
 import { account, gone, incident, json, minute, ndjson } from './files.ts';
 
@@ -346,8 +345,7 @@ for (const store of STORES) {
         const newestFirst = [...model].reverse().map((r) => r.id);
         for (const limit of [1, 7, 50, 200]) {
           for (let offset = 0; offset <= total + 1; offset += limit === 1 ? 29 : 13) {
-            const page = await incidentService.listNewestFirst(
-              ctx.db,
+            const page = await ctx.runtime.services.incidents.listNewestFirst(
               accountId,
               { total, version, incarnation },
               offset,

@@ -5,7 +5,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { importFile } from '../../src/import/import.ts';
-import { webhookService } from '../../src/services/webhook-service.ts';
 import { EVENT_TYPES } from '../../src/webhooks/events.ts';
 import { createTestContext, STORES, seedAccount, seedIncidents, type TestContext } from '../helpers.ts';
 import { Receiver } from '../webhooks/receiver.ts';
@@ -28,10 +27,10 @@ for (const store of STORES) {
       receiver = await Receiver.start();
       check = await DocumentCheck.of(ctx.app);
       files = mkdtempSync(join(tmpdir(), 'openapi-webhooks-'));
-      await ctx.services.webhooks.start();
+      await ctx.runtime.delivery.start();
     });
     after(async () => {
-      await ctx.services.webhooks.stop();
+      await ctx.runtime.delivery.stop();
       await receiver.close();
       await ctx.close();
       rmSync(files, { recursive: true, force: true });
@@ -75,7 +74,7 @@ for (const store of STORES) {
 
     test('real deliveries of every event type match the documented events', async () => {
       const accountId = await seedAccount(ctx.db);
-      const { endpoint } = await webhookService.create(ctx.services.webhookDeps, {
+      const { endpoint } = await ctx.runtime.services.webhooks.create({
         accountId,
         url: receiver.url(),
         actor: 'test',
@@ -111,7 +110,7 @@ for (const store of STORES) {
         Object.entries(ids).map(([type, id]) => ({ type, id, account_id: accountId, deleted: true })),
       );
       await receiver.waitFor(13);
-      const test = await webhookService.sendTest(ctx.services.webhookDeps, endpoint.id);
+      const test = await ctx.runtime.services.webhooks.sendTest(endpoint.id);
       assert.equal(test.status, 204);
 
       const types = receiver.received.map((r) => r.json.type);

@@ -9,7 +9,6 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { Webhook } from 'standardwebhooks';
-import { webhookService } from '../../src/services/webhook-service.ts';
 import { OAUTH_PATH } from '../../src/paths.ts';
 import { ROOT, STORES, createTestContext, outputOf, seedKey, type TestContext } from '../helpers.ts';
 import { named, user } from '../records.ts';
@@ -149,7 +148,7 @@ if ('missing' in python) {
             WEBHOOK_TIMEOUT_MS: '5000',
           });
           await ctx.app.listen({ port: 0, host: '127.0.0.1' });
-          await ctx.services.webhooks.start();
+          await ctx.runtime.delivery.start();
 
           // The account the reads, exports and errors look at: 450 incidents, users, departments
           // and locations, an API key and an OAuth access token for the wider API.
@@ -191,7 +190,7 @@ if ('missing' in python) {
           // A real delivery: one change after the endpoint's creation, received while the rest is
           // set up.
           receiver = await Receiver.start();
-          const { secret } = await webhookService.create(ctx.services.webhookDeps, {
+          const { secret } = await ctx.runtime.services.webhooks.create({
             accountId: hooked,
             url: receiver.url(),
             actor: 'test',

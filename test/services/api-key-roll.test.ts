@@ -57,7 +57,7 @@ for (const store of STORES) {
           rolledAt,
         );
         // What the panel and the CLI do after their commit (PostgreSQL with Redis).
-        await ctx.services.sharedGeneration?.bump();
+        await ctx.runtime.sharedGeneration?.bump();
         const expiresAt = Date.parse(previous.expires_at ?? '');
         assert.equal(expiresAt, rolledAt.getTime() + 3600_000);
         assert.equal(key.scope, 'read-write');

@@ -13,7 +13,7 @@ import {
 } from 'kysely';
 import { type DatabaseHandle, openDatabase } from '../../src/db/database.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
-import { changeFeedService } from '../../src/services/change-feed-service.ts';
+import { ChangeFeedService } from '../../src/services/change-feed-service.ts';
 import { createTestDatabase, STORES, seedAccount, seedIncidents, type TestDatabase } from '../helpers.ts';
 
 /** Keeps every query a Kysely instance runs, to be compiled and explained afterwards. */
@@ -63,7 +63,7 @@ for (const store of STORES) {
     test('each table of a page is one range read on its (account_id, change_seq) index, with no sort', async () => {
       const capture = new QueryCapture();
       const db = handle.db.withPlugin(capture);
-      await changeFeedService.page(db, accountId, { cursor: undefined, limit: 10, retentionDays: 400 });
+      await new ChangeFeedService(db).page(accountId, { cursor: undefined, limit: 10, retentionDays: 400 });
 
       const executor = handle.db.getExecutor();
       const reads = capture.queries

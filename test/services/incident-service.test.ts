@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type DatabaseHandle, openDatabase } from '../../src/db/database.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
-import { incidentService } from '../../src/services/incident-service.ts';
+import { cacheBudgets, DEFAULT_CACHE_MAX_MB } from '../../src/config.ts';
+import { IncidentService } from '../../src/services/incident-service.ts';
 import { createTestDatabase, STORES, seedAccount, seedIncidents, type TestDatabase } from '../helpers.ts';
 
 /** The accounts' `created_at` (seedAccount's): what tells an account's lives apart. */
@@ -15,6 +16,7 @@ for (const store of STORES) {
   describe(`incident service (${store})`, () => {
     let database: TestDatabase;
     let handle: DatabaseHandle;
+    let service: IncidentService;
     let accountId: string;
     let otherAccountId: string;
     // Newest first, as every list shows them.
@@ -24,6 +26,7 @@ for (const store of STORES) {
       database = await createTestDatabase(store);
       handle = openDatabase(database.url);
       await migrateToLatest(handle.db);
+      service = new IncidentService(handle.db, cacheBudgets(DEFAULT_CACHE_MAX_MB).rankMaps);
       const { db } = handle;
       accountId = await seedAccount(db);
       otherAccountId = await seedAccount(db);
@@ -39,8 +42,7 @@ for (const store of STORES) {
 
     const ids = async (offset: number, limit: number, total = INCIDENTS) =>
       (
-        await incidentService.listNewestFirst(
-          handle.db,
+        await service.listNewestFirst(
           accountId,
           { total, version: 0, incarnation: CREATED_AT },
           offset,
@@ -63,8 +65,7 @@ for (const store of STORES) {
     test('an offset far past the end, or an account without incidents, gives none', async () => {
       assert.deepEqual(await ids(Number.MAX_SAFE_INTEGER, 200), []);
       assert.deepEqual(
-        await incidentService.listNewestFirst(
-          handle.db,
+        await service.listNewestFirst(
           otherAccountId,
           { total: 0, version: 0, incarnation: CREATED_AT },
           0,
@@ -75,17 +76,14 @@ for (const store of STORES) {
     });
 
     test('totals hold the account incident count; findById maps the row as the APIs show it', async () => {
-      assert.equal((await incidentService.totals(handle.db, accountId)).total, INCIDENTS);
-      assert.equal((await incidentService.totals(handle.db, otherAccountId)).total, 0);
-      const oldest = await incidentService.findById(handle.db, accountId, newestFirst.at(-1) as string);
+      assert.equal((await service.totals(accountId)).total, INCIDENTS);
+      assert.equal((await service.totals(otherAccountId)).total, 0);
+      const oldest = await service.findById(accountId, newestFirst.at(-1) as string);
       assert.equal(oldest?.incident_number, 'INC-2025-1');
       assert.equal(oldest?.severity_score, 6);
-      const second = await incidentService.findById(handle.db, accountId, newestFirst.at(-2) as string);
+      const second = await service.findById(accountId, newestFirst.at(-2) as string);
       assert.equal(second?.severity_score, null);
-      assert.equal(
-        await incidentService.findById(handle.db, otherAccountId, newestFirst[0] as string),
-        undefined,
-      );
+      assert.equal(await service.findById(otherAccountId, newestFirst[0] as string), undefined);
     });
   });
 }

@@ -3,7 +3,6 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { webhookRepository } from '../../src/db/repositories/webhooks.ts';
 import { SecretBox } from '../../src/services/webhook-secret-box.ts';
-import { signingSecrets, webhookService } from '../../src/services/webhook-service.ts';
 import { createTestContext, STORES, seedAccount, type TestContext } from '../helpers.ts';
 
 describe('webhook secrets at rest', () => {
@@ -42,7 +41,7 @@ for (const store of STORES) {
 
     test('the stored secret is not the secret, and opens to it; rotation keeps the previous one sealed too', async () => {
       const accountId = await seedAccount(ctx.db);
-      const { endpoint, secret } = await webhookService.create(ctx.services.webhookDeps, {
+      const { endpoint, secret } = await ctx.runtime.services.webhooks.create({
         accountId,
         url: 'http://127.0.0.1:9/hook',
         actor: 'test',
@@ -50,19 +49,18 @@ for (const store of STORES) {
       const row = await webhookRepository.findById(ctx.db, endpoint.id);
       assert.ok(row !== undefined);
       assert.ok(!row.secret.includes(secret.slice(6)), 'not stored in the clear');
-      assert.deepEqual(await signingSecrets(ctx.db, null, row, new Date()), [secret]);
-      const { secret: next } = await webhookService.rotateSecret(
-        ctx.services.webhookDeps,
-        endpoint.id,
-        'test',
-      );
+      assert.deepEqual(await ctx.runtime.services.webhooks.signingSecrets(row, new Date()), [secret]);
+      const { secret: next } = await ctx.runtime.services.webhooks.rotateSecret(endpoint.id, 'test');
       const rotated = await webhookRepository.findById(ctx.db, endpoint.id);
       assert.ok(rotated !== undefined);
       assert.ok(
         !JSON.stringify(rotated).includes(secret.slice(6)) &&
           !JSON.stringify(rotated).includes(next.slice(6)),
       );
-      assert.deepEqual(await signingSecrets(ctx.db, null, rotated, new Date()), [next, secret]);
+      assert.deepEqual(await ctx.runtime.services.webhooks.signingSecrets(rotated, new Date()), [
+        next,
+        secret,
+      ]);
       const kinds = await ctx.db.selectFrom('generated_secrets').select('kind').execute();
       assert.ok(
         kinds.some((k) => k.kind === 'webhook_secrets'),
@@ -72,17 +70,14 @@ for (const store of STORES) {
 
     test('with WEBHOOK_SECRETS_KEY, no key is kept in the database', async () => {
       const accountId = await seedAccount(configured.db);
-      const { endpoint, secret } = await webhookService.create(configured.services.webhookDeps, {
+      const { endpoint, secret } = await configured.runtime.services.webhooks.create({
         accountId,
         url: 'http://127.0.0.1:9/hook',
         actor: 'test',
       });
       const row = await webhookRepository.findById(configured.db, endpoint.id);
       assert.ok(row !== undefined);
-      assert.deepEqual(
-        await signingSecrets(configured.db, configured.config.webhookSecretsKey, row, new Date()),
-        [secret],
-      );
+      assert.deepEqual(await configured.runtime.services.webhooks.signingSecrets(row, new Date()), [secret]);
       const kinds = await configured.db.selectFrom('generated_secrets').select('kind').execute();
       assert.ok(!kinds.some((k) => k.kind === 'webhook_secrets'));
     });

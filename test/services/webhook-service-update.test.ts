@@ -2,14 +2,13 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
-import { webhookService } from '../../src/services/webhook-service.ts';
 import { createTestContext, STORES, seedAccount, type TestContext } from '../helpers.ts';
 import { until } from '../wait.ts';
 import { importRecords, incident } from '../webhooks/feed.ts';
 import { type Received, Receiver } from '../webhooks/receiver.ts';
 
 /**
- * `webhookService.update` against a running delivery loop, and the bounds of `create` when
+ * `WebhookService.update` against a running delivery loop, and the bounds of `create` when
  * creations race each other (docs/webhooks.md, "Editing an endpoint" and "Bounds").
  */
 
@@ -36,7 +35,7 @@ for (const store of STORES) {
         WEBHOOK_TIMEOUT_MS: '2000',
         WEBHOOK_LEASE_SECONDS: '4',
       });
-      await ctx.services.webhooks.start();
+      await ctx.runtime.delivery.start();
     });
     after(() => ctx.close());
     beforeEach(async () => {
@@ -52,7 +51,7 @@ for (const store of STORES) {
         response.statusCode = 500;
         response.end('down');
       };
-      const { endpoint, secret } = await webhookService.create(ctx.services.webhookDeps, {
+      const { endpoint, secret } = await ctx.runtime.services.webhooks.create({
         accountId,
         url: old.url(),
         actor: 'test',
@@ -61,13 +60,13 @@ for (const store of STORES) {
       await importRecords(ctx, [incident(accountId, first, 1)]);
       await old.waitFor(1);
       await until(
-        async () => (await webhookService.show(ctx.db, endpoint.id)).failing_since !== null,
+        async () => (await ctx.runtime.services.webhooks.show(endpoint.id)).failing_since !== null,
         5000,
         'the failure recorded',
       );
-      const stuck = await webhookService.show(ctx.db, endpoint.id);
+      const stuck = await ctx.runtime.services.webhooks.show(endpoint.id);
 
-      const edited = await webhookService.update(ctx.services.webhookDeps, endpoint.id, 'test', {
+      const edited = await ctx.runtime.services.webhooks.update(endpoint.id, 'test', {
         url: moved.url('/v2'),
         events: 'incident.*',
       });
@@ -87,14 +86,18 @@ for (const store of STORES) {
       await moved.waitFor(2);
       assert.equal(moved.received[1]?.json.data.id, second);
       assert.deepEqual(verify(secret, moved.received[1] as Received), moved.received[1]?.json);
-      await until(async () => (await webhookService.show(ctx.db, endpoint.id)).lag === 0, 5000, 'caught up');
+      await until(
+        async () => (await ctx.runtime.services.webhooks.show(endpoint.id)).lag === 0,
+        5000,
+        'caught up',
+      );
       // Every event the old receiver got came before the edit: the one it failed.
       assert.ok(old.received.every((received) => received.json.data.id === first));
     });
 
     test(`concurrent creations cannot pass ${MAX} endpoints, nor two for one URL and filter`, async () => {
       const attempts = Array.from({ length: MAX + 5 }, (_, i) =>
-        webhookService.create(ctx.services.webhookDeps, {
+        ctx.runtime.services.webhooks.create({
           accountId,
           url: old.url(`/${i}`),
           actor: 'test',
@@ -115,12 +118,12 @@ for (const store of STORES) {
           ),
         );
       }
-      assert.equal((await webhookService.list(ctx.db, accountId)).length, MAX);
+      assert.equal((await ctx.runtime.services.webhooks.list(accountId)).length, MAX);
 
       const other = await seedAccount(ctx.db);
       const same = await Promise.allSettled(
         Array.from({ length: 5 }, (_, i) =>
-          webhookService.create(ctx.services.webhookDeps, {
+          ctx.runtime.services.webhooks.create({
             accountId: other,
             url: old.url('/same'),
             // One filter, spelled five ways.
@@ -140,12 +143,12 @@ for (const store of STORES) {
         if (result.status === 'rejected')
           assert.match(String(result.reason), /already has a webhook endpoint for this URL and these events/);
       }
-      const [kept] = await webhookService.list(ctx.db, other);
+      const [kept] = await ctx.runtime.services.webhooks.list(other);
       assert.deepEqual(kept?.events, ['incident.*', 'user.*']);
     });
 
     test('the store itself refuses a second endpoint for one URL and filter', async () => {
-      const { endpoint } = await webhookService.create(ctx.services.webhookDeps, {
+      const { endpoint } = await ctx.runtime.services.webhooks.create({
         accountId,
         url: old.url(),
         actor: 'test',

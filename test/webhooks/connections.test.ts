@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { after, before, describe, test } from 'node:test';
-import { webhookService } from '../../src/services/webhook-service.ts';
+import { buildServices } from '../../src/services/services.ts';
 import { OutboundClient, type PostResult } from '../../src/webhooks/outbound.ts';
 import { createTestContext, STORES, seedAccount, type TestContext } from '../helpers.ts';
 import { until } from '../wait.ts';
@@ -231,7 +231,7 @@ for (const store of STORES) {
     let ctx: TestContext;
     before(async () => {
       ctx = await createTestContext(store, ENV);
-      await ctx.services.webhooks.start();
+      await ctx.runtime.delivery.start();
     });
     after(() => ctx.close());
 
@@ -242,7 +242,7 @@ for (const store of STORES) {
         const accountId = await seedAccount(ctx.db);
         const endpoints: { id: string }[] = [];
         for (let i = 0; i < 12; i += 1) {
-          const { endpoint } = await webhookService.create(ctx.services.webhookDeps, {
+          const { endpoint } = await ctx.runtime.services.webhooks.create({
             accountId,
             url: receiver.url(`/hook/${i}`),
             actor: 'test',
@@ -254,7 +254,12 @@ for (const store of STORES) {
         // The test's reads go through a handle of their own, without the server's 2 s store
         // deadline: twelve at a time beside the twelve workers, on a busy machine, would otherwise
         // fail on the server's pool (a failure of the test's eyes, not of a delivery).
-        const shown = () => Promise.all(endpoints.map((e) => webhookService.show(ctx.commandLineDb, e.id)));
+        const { webhooks } = buildServices(
+          { ...ctx.runtime.database, db: ctx.commandLineDb },
+          ctx.config,
+          ctx.runtime.outbound,
+        );
+        const shown = () => Promise.all(endpoints.map((e) => webhooks.show(e.id)));
         await until(
           async () => (await shown()).every((endpoint) => endpoint.attempts.length > 0),
           20_000,

@@ -14,7 +14,7 @@ import {
 } from 'kysely';
 import { auditRepository } from '../../src/db/repositories/audit-events.ts';
 import { StoreUnavailableError } from '../../src/db/store-health.ts';
-import { webhookService } from '../../src/services/webhook-service.ts';
+import { buildServices } from '../../src/services/services.ts';
 import { WebhookDispatcher } from '../../src/webhooks/delivery.ts';
 import { bearer, createTestContext, STORES, seedAccount, seedKey, type TestContext } from '../helpers.ts';
 import { importRecords, incident } from './feed.ts';
@@ -85,7 +85,7 @@ for (const store of STORES) {
 
     before(async () => {
       ctx = await createTestContext(store, ENV);
-      await ctx.services.webhooks.start();
+      await ctx.runtime.delivery.start();
     });
     after(async () => {
       await ctx.close();
@@ -97,7 +97,7 @@ for (const store of STORES) {
     afterEach(() => receiver.close());
 
     const create = async (events?: string, path?: string) =>
-      webhookService.create(ctx.services.webhookDeps, {
+      ctx.runtime.services.webhooks.create({
         accountId,
         url: receiver.url(path),
         events,
@@ -135,7 +135,7 @@ for (const store of STORES) {
         headers: bearer((await seedKey(ctx.db, accountId)).rawKey),
       });
       assert.deepEqual(last.json.data.object, listed.json().data);
-      const shown = await webhookService.show(ctx.db, endpoint.id);
+      const shown = await ctx.runtime.services.webhooks.show(endpoint.id);
       assert.equal(shown.lag, 0);
       assert.equal(shown.last_status, 204);
       assert.equal(shown.position, last.json.data.seq);
@@ -224,7 +224,7 @@ for (const store of STORES) {
         release();
         if (retriedMeanwhile) {
           assert.ok(round < 5, `a retry was sent before both imports were in, ${round} times`);
-          await webhookService.delete(ctx.db, endpoint.id, 'test');
+          await ctx.runtime.services.webhooks.delete(endpoint.id, 'test');
           continue;
         }
         // Events, not attempts: on a slow machine the held attempt may time out and be sent again,
@@ -261,11 +261,11 @@ for (const store of STORES) {
         ids.map((id, i) => incident(accountId, id, i + 1)),
       );
       await until(
-        async () => (await webhookService.show(ctx.db, endpoint.id)).last_status !== null,
+        async () => (await ctx.runtime.services.webhooks.show(endpoint.id)).last_status !== null,
         5000,
         'the attempt',
       );
-      const failing = await webhookService.show(ctx.db, endpoint.id);
+      const failing = await ctx.runtime.services.webhooks.show(endpoint.id);
       assert.equal(failing.last_status, 500);
       assert.notEqual(failing.failing_since, null);
       // Counted from the attempt's end: its start plus its duration, as the delivery log has them.
@@ -274,7 +274,11 @@ for (const store of STORES) {
       assert.ok(wait >= 4000 && wait <= 6000, `first retry ${wait} ms after the attempt's end`);
       assert.equal(receiver.received.length, 1, 'later events wait');
       await receiver.waitFor(4, 10_000);
-      await until(async () => (await webhookService.show(ctx.db, endpoint.id)).lag === 0, 5000, 'caught up');
+      await until(
+        async () => (await ctx.runtime.services.webhooks.show(endpoint.id)).lag === 0,
+        5000,
+        'caught up',
+      );
       const [failed, retried, ...rest] = receiver.received;
       assert.equal(retried?.headers['webhook-id'], failed?.headers['webhook-id']);
       assert.equal(retried?.json.data.id, ids[0]);
@@ -282,7 +286,7 @@ for (const store of STORES) {
         rest.map((r) => r.json.data.id),
         ids.slice(1),
       );
-      const recovered = await webhookService.show(ctx.db, endpoint.id);
+      const recovered = await ctx.runtime.services.webhooks.show(endpoint.id);
       assert.equal(recovered.failing_since, null);
       assert.deepEqual(
         recovered.attempts.slice(0, 4).map((a) => a.status),
@@ -319,11 +323,11 @@ for (const store of STORES) {
         const { endpoint } = await create(undefined, `/hook-${i}`);
         await importRecords(ctx, [incident(accountId, randomUUID(), 1)]);
         await until(
-          async () => (await webhookService.show(ctx.db, endpoint.id)).next_attempt_at !== null,
+          async () => (await ctx.runtime.services.webhooks.show(endpoint.id)).next_attempt_at !== null,
           5000,
           `the attempt answered ${status}`,
         );
-        const shown = await webhookService.show(ctx.db, endpoint.id);
+        const shown = await ctx.runtime.services.webhooks.show(endpoint.id);
         const [attempt] = shown.attempts;
         const ended = Date.parse(shown.last_attempt_at ?? '') + (attempt?.duration_ms ?? 0);
         const wait = Date.parse(shown.next_attempt_at ?? '') - ended;
@@ -331,7 +335,7 @@ for (const store of STORES) {
         if (status !== 500)
           assert.match(attempt?.error ?? '', new RegExp(`^HTTP ${status} \\(Retry-After: \\d+ s\\)`));
         else assert.doesNotMatch(attempt?.error ?? '', /Retry-After/);
-        await webhookService.disable(ctx.db, endpoint.id, 'test');
+        await ctx.runtime.services.webhooks.disable(endpoint.id, 'test');
       }
     });
 
@@ -342,14 +346,14 @@ for (const store of STORES) {
       const { endpoint } = await create();
       await importRecords(ctx, [incident(accountId, randomUUID(), 1)]);
       await until(
-        async () => (await webhookService.show(ctx.db, endpoint.id)).attempts.length > 0,
+        async () => (await ctx.runtime.services.webhooks.show(endpoint.id)).attempts.length > 0,
         5000,
         'an attempt',
       );
-      const [attempt] = (await webhookService.show(ctx.db, endpoint.id)).attempts;
+      const [attempt] = (await ctx.runtime.services.webhooks.show(endpoint.id)).attempts;
       assert.equal(attempt?.status, null);
       assert.equal(attempt?.error, 'no answer within 2000 ms');
-      const shown = await webhookService.show(ctx.db, endpoint.id);
+      const shown = await ctx.runtime.services.webhooks.show(endpoint.id);
       assert.equal(shown.position, endpoint.position, 'the position waits for a 2xx');
       assert.equal(shown.lag, 1);
       assert.notEqual(shown.next_attempt_at, null);
@@ -363,11 +367,11 @@ for (const store of STORES) {
       const { endpoint } = await create();
       await importRecords(ctx, [incident(accountId, randomUUID(), 1)]);
       await until(
-        async () => (await webhookService.show(ctx.db, endpoint.id)).next_attempt_at !== null,
+        async () => (await ctx.runtime.services.webhooks.show(endpoint.id)).next_attempt_at !== null,
         5000,
         'the retry scheduled',
       );
-      const shown = await webhookService.show(ctx.db, endpoint.id);
+      const shown = await ctx.runtime.services.webhooks.show(endpoint.id);
       const [attempt] = shown.attempts;
       assert.equal(attempt?.error, 'no answer within 2000 ms');
       assert.ok((attempt?.duration_ms ?? 0) >= 2000, `the attempt lasted ${attempt?.duration_ms} ms`);
@@ -384,11 +388,11 @@ for (const store of STORES) {
       const { endpoint } = await create();
       await importRecords(ctx, [incident(accountId, randomUUID(), 1), incident(accountId, randomUUID(), 2)]);
       await until(
-        async () => (await webhookService.show(ctx.db, endpoint.id)).state === 'disabled',
+        async () => (await ctx.runtime.services.webhooks.show(endpoint.id)).state === 'disabled',
         5000,
         'disabled',
       );
-      const shown = await webhookService.show(ctx.db, endpoint.id);
+      const shown = await ctx.runtime.services.webhooks.show(endpoint.id);
       assert.match(shown.disabled_reason ?? '', /^the receiver answered 410 Gone/);
       const audit = await auditRepository.list(ctx.db, accountId, 10, {
         type: 'webhook_endpoint',
@@ -414,11 +418,11 @@ for (const store of STORES) {
       const { endpoint } = await create();
       await importRecords(ctx, [incident(accountId, randomUUID(), 1)]);
       await until(
-        async () => (await webhookService.show(ctx.db, endpoint.id)).attempts.length > 0,
+        async () => (await ctx.runtime.services.webhooks.show(endpoint.id)).attempts.length > 0,
         5000,
         'an attempt',
       );
-      const [attempt] = (await webhookService.show(ctx.db, endpoint.id)).attempts;
+      const [attempt] = (await ctx.runtime.services.webhooks.show(endpoint.id)).attempts;
       assert.equal(attempt?.status, 307);
       assert.equal(target.connections, 0);
       await target.close();
@@ -428,12 +432,9 @@ for (const store of STORES) {
       // The process's clock is held and moved past the overlap, however long delivering takes.
       t.mock.timers.enable({ apis: ['Date'], now: Date.now() });
       const { endpoint, secret: old } = await create();
-      const { secret: next } = await webhookService.rotateSecret(
-        ctx.services.webhookDeps,
-        endpoint.id,
-        'test',
-        { overlapHours: 1 },
-      );
+      const { secret: next } = await ctx.runtime.services.webhooks.rotateSecret(endpoint.id, 'test', {
+        overlapHours: 1,
+      });
       await importRecords(ctx, [incident(accountId, randomUUID(), 1)]);
       await receiver.waitFor(1);
       const during = receiver.received[0] as Received;
@@ -454,19 +455,12 @@ for (const store of STORES) {
       const signatures = (received: Received) => String(received.headers['webhook-signature']).split(' ');
       const { endpoint, secret: first } = await create();
       // The first secret signs until 2 h from now, the second until 2 h 30 min from now.
-      const { secret: second } = await webhookService.rotateSecret(
-        ctx.services.webhookDeps,
-        endpoint.id,
-        'test',
-        { overlapHours: 2 },
-      );
+      const { secret: second } = await ctx.runtime.services.webhooks.rotateSecret(endpoint.id, 'test', {
+        overlapHours: 2,
+      });
       t.mock.timers.tick(30 * 60_000);
-      const { secret: current, previous_secrets_expire_at } = await webhookService.rotateSecret(
-        ctx.services.webhookDeps,
-        endpoint.id,
-        'test',
-        { overlapHours: 2 },
-      );
+      const { secret: current, previous_secrets_expire_at } =
+        await ctx.runtime.services.webhooks.rotateSecret(endpoint.id, 'test', { overlapHours: 2 });
 
       await importRecords(ctx, [incident(accountId, randomUUID(), 1)]);
       await receiver.waitFor(1);
@@ -475,7 +469,7 @@ for (const store of STORES) {
       assert.equal(signatures(during).length, 3);
       assert.equal(previous_secrets_expire_at.length, 2);
       assert.deepEqual(
-        (await webhookService.show(ctx.db, endpoint.id)).previous_secrets_expire_at,
+        (await ctx.runtime.services.webhooks.show(endpoint.id)).previous_secrets_expire_at,
         previous_secrets_expire_at,
       );
 
@@ -497,14 +491,17 @@ for (const store of STORES) {
       assert.equal(signatures(afterBoth).length, 1);
       assert.ok(verify(current, afterBoth));
       assert.throws(() => verify(second, afterBoth));
-      assert.deepEqual((await webhookService.show(ctx.db, endpoint.id)).previous_secrets_expire_at, []);
+      assert.deepEqual(
+        (await ctx.runtime.services.webhooks.show(endpoint.id)).previous_secrets_expire_at,
+        [],
+      );
     });
 
     test("account A's endpoint never sees account B's changes", async () => {
       await create();
       const other = await seedAccount(ctx.db);
       const otherReceiver = await Receiver.start();
-      await webhookService.create(ctx.services.webhookDeps, {
+      await ctx.runtime.services.webhooks.create({
         accountId: other,
         url: otherReceiver.url(),
         actor: 'test',
@@ -534,7 +531,7 @@ for (const store of STORES) {
       // Past the creation before the update is made: both in the feed at once would be compacted
       // into one incident.created, which the filter leaves out.
       await until(
-        async () => (await webhookService.show(ctx.db, endpoint.id)).lag === 0,
+        async () => (await ctx.runtime.services.webhooks.show(endpoint.id)).lag === 0,
         10_000,
         'past the creation',
       );
@@ -545,7 +542,7 @@ for (const store of STORES) {
         receiver.received.map((r) => r.json.type),
         ['incident.updated'],
       );
-      assert.equal((await webhookService.show(ctx.db, endpoint.id)).lag, 0);
+      assert.equal((await ctx.runtime.services.webhooks.show(endpoint.id)).lag, 0);
     });
 
     test('without api_access nothing is delivered; once it is back, the waiting changes are', async () => {
@@ -558,12 +555,12 @@ for (const store of STORES) {
       await sleep(800);
       assert.equal(receiver.received.length, 0);
       await assert.rejects(
-        webhookService.create(ctx.services.webhookDeps, { accountId, url: receiver.url(), actor: 'test' }),
+        ctx.runtime.services.webhooks.create({ accountId, url: receiver.url(), actor: 'test' }),
         /does not include API access/,
       );
       // Nor is a test event sent.
       await assert.rejects(
-        webhookService.sendTest(ctx.services.webhookDeps, endpoint.id),
+        ctx.runtime.services.webhooks.sendTest(endpoint.id),
         /does not include API access/,
       );
       assert.equal(receiver.received.length, 0);
@@ -576,7 +573,7 @@ for (const store of STORES) {
 
     test('a test event is sent at once, signed, typed webhook.test, and logged', async () => {
       const { endpoint, secret } = await create();
-      const result = await webhookService.sendTest(ctx.services.webhookDeps, endpoint.id);
+      const result = await ctx.runtime.services.webhooks.sendTest(endpoint.id);
       assert.equal(result.status, 204);
       const [received] = receiver.received;
       assert.ok(received !== undefined);
@@ -584,7 +581,7 @@ for (const store of STORES) {
       assert.equal(received.json.type, 'webhook.test');
       assert.equal(received.json.data.id, endpoint.id);
       assert.equal(received.headers['webhook-id'], result.webhook_id);
-      const [attempt] = (await webhookService.show(ctx.db, endpoint.id)).attempts;
+      const [attempt] = (await ctx.runtime.services.webhooks.show(endpoint.id)).attempts;
       assert.deepEqual(
         [attempt?.type, attempt?.status, attempt?.webhook_id],
         ['webhook.test', 204, result.webhook_id],
@@ -600,7 +597,7 @@ for (const store of STORES) {
       );
       await receiver.waitFor(3);
       const cursor = receiver.received[0]?.json.data.cursor as string;
-      await webhookService.resend(ctx.db, endpoint.id, cursor, 'test');
+      await ctx.runtime.services.webhooks.resend(endpoint.id, cursor, 'test');
       await receiver.waitFor(5);
       await sleep(300);
       assert.equal(receiver.received.length, 5);
@@ -632,7 +629,7 @@ for (const store of STORES) {
       );
       await receiver.waitFor(3);
       const cursor = receiver.received[0]?.json.data.cursor as string;
-      await webhookService.resend(ctx.db, endpoint.id, cursor, 'test');
+      await ctx.runtime.services.webhooks.resend(endpoint.id, cursor, 'test');
       // This instance takes the released endpoint again while the old attempt is still out.
       await until(
         async () =>
@@ -654,7 +651,7 @@ for (const store of STORES) {
         [ids[0], ids[1], ids[2], ids[1], ids[2]],
       );
       assert.equal(
-        (await webhookService.show(ctx.db, endpoint.id)).position,
+        (await ctx.runtime.services.webhooks.show(endpoint.id)).position,
         receiver.received[2]?.json.data.seq,
       );
     });
@@ -665,24 +662,24 @@ for (const store of STORES) {
         WEBHOOK_DISABLE_AFTER_HOURS: (2 / 3600).toFixed(6),
       });
       try {
-        await short.services.webhooks.start();
+        await short.runtime.delivery.start();
         const account = await seedAccount(short.db);
         receiver.answer = (_r, response) => {
           response.statusCode = 503;
           response.end('down for maintenance');
         };
-        const { endpoint } = await webhookService.create(short.services.webhookDeps, {
+        const { endpoint } = await short.runtime.services.webhooks.create({
           accountId: account,
           url: receiver.url(),
           actor: 'test',
         });
         await importRecords(short, [incident(account, randomUUID(), 1)]);
         await until(
-          async () => (await webhookService.show(short.db, endpoint.id)).state === 'disabled',
+          async () => (await short.runtime.services.webhooks.show(endpoint.id)).state === 'disabled',
           12_000,
           'disabled',
         );
-        const shown = await webhookService.show(short.db, endpoint.id);
+        const shown = await short.runtime.services.webhooks.show(endpoint.id);
         assert.match(
           shown.disabled_reason ?? '',
           /^failing since .*\(last: HTTP 503: down for maintenance\)$/,
@@ -704,11 +701,11 @@ for (const store of STORES) {
       // Any change wakes the deliveries.
       await importRecords(ctx, [incident(accountId, randomUUID(), 1)]);
       await until(
-        async () => (await webhookService.show(ctx.db, endpoint.id)).state === 'disabled',
+        async () => (await ctx.runtime.services.webhooks.show(endpoint.id)).state === 'disabled',
         5000,
         'disabled',
       );
-      const stopped = await webhookService.show(ctx.db, endpoint.id);
+      const stopped = await ctx.runtime.services.webhooks.show(endpoint.id);
       assert.equal(stopped.past_retention, true);
       assert.match(stopped.disabled_reason ?? '', /older than the changes feed keeps/);
       assert.equal(
@@ -717,11 +714,11 @@ for (const store of STORES) {
         'nothing sent from a position that may have missed deletions',
       );
       await assert.rejects(
-        webhookService.enable(ctx.db, endpoint.id, 'test'),
+        ctx.runtime.services.webhooks.enable(endpoint.id, 'test'),
         /webhooks resend .* --cursor latest/,
       );
-      await webhookService.resend(ctx.db, endpoint.id, 'latest', 'test');
-      const enabled = await webhookService.enable(ctx.db, endpoint.id, 'test');
+      await ctx.runtime.services.webhooks.resend(endpoint.id, 'latest', 'test');
+      const enabled = await ctx.runtime.services.webhooks.enable(endpoint.id, 'test');
       assert.equal(enabled.state, 'active');
       assert.equal(enabled.position, 10_002);
       assert.equal(enabled.past_retention, false);
@@ -731,7 +728,11 @@ for (const store of STORES) {
       const { endpoint } = await create();
       await importRecords(ctx, [incident(accountId, randomUUID(), 1)]);
       await receiver.waitFor(1);
-      await until(async () => (await webhookService.show(ctx.db, endpoint.id)).lag === 0, 5000, 'caught up');
+      await until(
+        async () => (await ctx.runtime.services.webhooks.show(endpoint.id)).lag === 0,
+        5000,
+        'caught up',
+      );
       const leaseExpiry = async () =>
         (
           await ctx.db
@@ -757,7 +758,11 @@ for (const store of STORES) {
       const { endpoint } = await create();
       await importRecords(ctx, [incident(accountId, randomUUID(), 1)]);
       await receiver.waitFor(1);
-      await until(async () => (await webhookService.show(ctx.db, endpoint.id)).lag === 0, 5000, 'caught up');
+      await until(
+        async () => (await ctx.runtime.services.webhooks.show(endpoint.id)).lag === 0,
+        5000,
+        'caught up',
+      );
       const text = (await ctx.app.inject({ url: '/metrics' })).body;
       assert.match(text, /webhook_delivery_attempts_total\{outcome="success"\} [1-9]/);
       assert.match(text, /webhook_delivery_latency_seconds_count [1-9]/);
@@ -792,14 +797,18 @@ for (const store of STORES) {
     });
 
     async function startDispatcher(leaseSeconds: number): Promise<void> {
-      const { config, services } = ctx;
+      const { config, runtime } = ctx;
+      const db = ctx.db.withPlugin(faults);
+      // Every read and write of the deliveries meets the faults, those made through the services too.
+      const services = buildServices({ ...runtime.database, db }, config, runtime.outbound);
       dispatcher = new WebhookDispatcher({
-        db: ctx.db.withPlugin(faults),
-        store: services.database.store,
-        commitWatch: services.database.commitWatch,
+        db,
+        feed: services.changeFeed,
+        secrets: services.webhooks,
+        store: runtime.database.store,
+        commitWatch: runtime.database.commitWatch,
         databaseUrl: config.migrationDatabaseUrl,
-        outbound: services.webhookDeps.outbound,
-        secretsKey: config.webhookSecretsKey,
+        outbound: runtime.outbound,
         leaseSeconds,
         timeoutMs: config.webhookTimeoutMs,
         disableAfterHours: config.webhookDisableAfterHours,
@@ -810,7 +819,7 @@ for (const store of STORES) {
 
     async function createEndpoint(): Promise<string> {
       const accountId = await seedAccount(ctx.db);
-      await webhookService.create(ctx.services.webhookDeps, {
+      await ctx.runtime.services.webhooks.create({
         accountId,
         url: receiver.url(),
         actor: 'test',
@@ -867,7 +876,11 @@ for (const store of STORES) {
       assert.equal(faults.failed, 3, 'three position writes failed');
       assertAllInOrder(ids);
       // What was accepted before a failed write is written at the next try, not sent again.
-      await until(async () => (await webhookService.show(ctx.db, endpointId)).lag === 0, 5000, 'caught up');
+      await until(
+        async () => (await ctx.runtime.services.webhooks.show(endpointId)).lag === 0,
+        5000,
+        'caught up',
+      );
       assert.equal(receiver.received.length, 300, 'nothing sent twice');
       assert.equal(dispatcher.held, 1, 'the worker carried on');
       assert.deepEqual(errors, [], 'an unavailable store is not an error to log');

@@ -9,7 +9,7 @@ import type {
   RootOperationNode,
   UnknownRow,
 } from 'kysely';
-import { webhookService } from '../../src/services/webhook-service.ts';
+import { buildServices } from '../../src/services/services.ts';
 import { WebhookDispatcher } from '../../src/webhooks/delivery.ts';
 import { createTestContext, STORES, seedAccount, type TestContext } from '../helpers.ts';
 import { importRecords, incident } from './feed.ts';
@@ -150,14 +150,16 @@ for (const store of STORES) {
     });
 
     async function startDispatcher(batchSize?: number, db = ctx.db): Promise<void> {
-      const { config, services } = ctx;
+      const { config, runtime } = ctx;
+      const services = buildServices({ ...runtime.database, db }, config, runtime.outbound);
       dispatcher = new WebhookDispatcher({
         db,
-        store: services.database.store,
-        commitWatch: services.database.commitWatch,
+        feed: services.changeFeed,
+        secrets: services.webhooks,
+        store: runtime.database.store,
+        commitWatch: runtime.database.commitWatch,
         databaseUrl: config.migrationDatabaseUrl,
-        outbound: services.webhookDeps.outbound,
-        secretsKey: config.webhookSecretsKey,
+        outbound: runtime.outbound,
         leaseSeconds: config.webhookLeaseSeconds,
         timeoutMs: config.webhookTimeoutMs,
         disableAfterHours: config.webhookDisableAfterHours,
@@ -169,7 +171,7 @@ for (const store of STORES) {
 
     const create = async (events?: string) =>
       (
-        await webhookService.create(ctx.services.webhookDeps, {
+        await ctx.runtime.services.webhooks.create({
           accountId,
           url: receiver.url(),
           events,
@@ -184,7 +186,7 @@ for (const store of STORES) {
     async function settled(endpointId: string, count: number, timeoutMs = 30_000): Promise<void> {
       await receiver.waitFor(count, timeoutMs);
       await until(
-        async () => (await webhookService.show(ctx.db, endpointId)).lag === 0,
+        async () => (await ctx.runtime.services.webhooks.show(endpointId)).lag === 0,
         timeoutMs,
         'caught up',
       );
@@ -308,7 +310,7 @@ for (const store of STORES) {
       ]);
       x.release(500);
       await until(
-        async () => (await webhookService.show(ctx.db, endpoint.id)).next_attempt_at !== null,
+        async () => (await ctx.runtime.services.webhooks.show(endpoint.id)).next_attempt_at !== null,
         30_000,
         'the retry scheduled',
       );
@@ -325,7 +327,7 @@ for (const store of STORES) {
         ['incident.created', 'X'],
         ['incident.updated', 'B'],
       ]);
-      const log = (await webhookService.show(ctx.db, endpoint.id)).attempts.toReversed();
+      const log = (await ctx.runtime.services.webhooks.show(endpoint.id)).attempts.toReversed();
       assert.deepEqual(
         log.map((attempt) => attempt.status),
         [204, 204, 500, 204, 204, 204],
@@ -393,7 +395,11 @@ for (const store of STORES) {
       const endpoint = await create('incident.updated,incident.deleted');
       await startDispatcher();
       await importRecords(ctx, [records.upsert('A')]);
-      await until(async () => (await webhookService.show(ctx.db, endpoint.id)).lag === 0, 30_000, 'past A');
+      await until(
+        async () => (await ctx.runtime.services.webhooks.show(endpoint.id)).lag === 0,
+        30_000,
+        'past A',
+      );
       const a = slow.hold(records.id('A'));
       await importRecords(ctx, [records.upsert('A', 'closed')]);
       await a.arrived;
@@ -444,7 +450,7 @@ for (const store of STORES) {
         'incident N',
         'incident X',
       ]);
-      await webhookService.delete(ctx.db, endpoint.id, 'test');
+      await ctx.runtime.services.webhooks.delete(endpoint.id, 'test');
       const left = await ctx.db
         .selectFrom('webhook_acknowledged')
         .select('record_id')
@@ -464,7 +470,11 @@ for (const store of STORES) {
         'incident X',
       ]);
       // Resent from after X: X entered the view at the cursor (known), B and C after it (created).
-      await webhookService.resend(ctx.db, endpoint.id, receiver.received[0]?.json.data.cursor ?? '', 'test');
+      await ctx.runtime.services.webhooks.resend(
+        endpoint.id,
+        receiver.received[0]?.json.data.cursor ?? '',
+        'test',
+      );
       const resent = await knowledge(endpoint.id);
       assert.deepEqual([resent.known_through, resent.acknowledged], [seqOf('X'), []]);
       await settled(endpoint.id, 5);
@@ -482,8 +492,8 @@ for (const store of STORES) {
       await importRecords(ctx, [records.upsert('D'), records.upsert('E'), records.upsert('G')]);
       await settled(endpoint.id, 9);
       assert.notDeepEqual((await knowledge(endpoint.id)).acknowledged, []);
-      await webhookService.disable(ctx.db, endpoint.id, 'test');
-      const restarted = await webhookService.enable(ctx.db, endpoint.id, 'test', { fromLatest: true });
+      await ctx.runtime.services.webhooks.disable(endpoint.id, 'test');
+      const restarted = await ctx.runtime.services.webhooks.enable(endpoint.id, 'test', { fromLatest: true });
       const latest = await knowledge(endpoint.id);
       assert.deepEqual([latest.known_through, latest.acknowledged], [restarted.position, []]);
     });

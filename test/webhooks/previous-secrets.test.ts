@@ -4,8 +4,8 @@ import { Migrator, sql } from 'kysely';
 import { openDatabase } from '../../src/db/database.ts';
 import { migrations } from '../../src/db/migrate.ts';
 import { webhookRepository } from '../../src/db/repositories/webhooks.ts';
-import { secretBox } from '../../src/services/webhook-secret-box.ts';
-import { MAX_PREVIOUS_SECRETS, signingSecrets, webhookService } from '../../src/services/webhook-service.ts';
+import { secretBoxOf } from '../../src/services/webhook-secret-box.ts';
+import { MAX_PREVIOUS_SECRETS } from '../../src/services/webhook-service.ts';
 import { generateSecret } from '../../src/webhooks/signing.ts';
 import { createTestContext, createTestDatabase, STORES, seedAccount, type TestContext } from '../helpers.ts';
 
@@ -26,10 +26,10 @@ for (const store of STORES) {
     });
     after(() => ctx.close());
 
-    const deps = () => ctx.services.webhookDeps;
+    const webhooks = () => ctx.runtime.services.webhooks;
     async function endpoint(): Promise<{ id: string; secret: string }> {
       const accountId = await seedAccount(ctx.db);
-      const created = await webhookService.create(deps(), {
+      const created = await webhooks().create({
         accountId,
         url: 'http://127.0.0.1:9/hook',
         actor: 'test',
@@ -39,10 +39,10 @@ for (const store of STORES) {
     const signing = async (id: string, at = new Date()) => {
       const row = await webhookRepository.findById(ctx.db, id);
       assert.ok(row !== undefined);
-      return signingSecrets(ctx.db, null, row, at);
+      return webhooks().signingSecrets(row, at);
     };
     const rotate = async (id: string, overlapHours: number) =>
-      (await webhookService.rotateSecret(deps(), id, 'test', { overlapHours })).secret;
+      (await webhooks().rotateSecret(id, 'test', { overlapHours })).secret;
 
     test('every previous secret signs until its own expiry, newest first; an overlap of 0 ends them all', async () => {
       const { id, secret: first } = await endpoint();
@@ -57,13 +57,13 @@ for (const store of STORES) {
       assert.deepEqual(await signing(id, new Date(now + 2.5 * HOUR)), [current, first]);
       assert.deepEqual(await signing(id, new Date(now + 3.5 * HOUR)), [current]);
 
-      const shown = await webhookService.show(ctx.db, id);
+      const shown = await ctx.runtime.services.webhooks.show(id);
       assert.equal(shown.previous_secrets_expire_at.length, 3);
       assert.equal(shown.previous_secret_expires_at, shown.previous_secrets_expire_at.at(-1));
 
       const leaked = await rotate(id, 0);
       assert.deepEqual(await signing(id), [leaked]);
-      const view = await webhookService.show(ctx.db, id);
+      const view = await ctx.runtime.services.webhooks.show(id);
       assert.deepEqual([view.previous_secret_expires_at, view.previous_secrets_expire_at], [null, []]);
     });
 
@@ -88,7 +88,7 @@ for (const store of STORES) {
 
       // The release before rotates as it did: the current secret becomes `previous_secret`, and
       // the list it does not know stays as it was.
-      const box = await secretBox(ctx.db, null);
+      const box = await secretBoxOf(ctx.db, null)();
       const byOldRelease = generateSecret();
       const row = await webhookRepository.findById(ctx.db, id);
       assert.ok(row !== undefined);
@@ -100,7 +100,7 @@ for (const store of STORES) {
         updated_at: until,
       });
       assert.deepEqual(await signing(id), [byOldRelease, third]);
-      assert.deepEqual((await webhookService.show(ctx.db, id)).previous_secrets_expire_at, [until]);
+      assert.deepEqual((await ctx.runtime.services.webhooks.show(id)).previous_secrets_expire_at, [until]);
 
       // The next rotation by this release starts the list again from what signed.
       const next = await rotate(id, 2);

@@ -4,7 +4,6 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
-import { webhookService } from '../../src/services/webhook-service.ts';
 import {
   createTestContext,
   runCli,
@@ -98,7 +97,7 @@ for (const store of STORES) {
     beforeEach(async () => {
       receiver = await Receiver.start();
       accountId = await seedAccount(ctx.db);
-      await webhookService.create(ctx.services.webhookDeps, {
+      await ctx.runtime.services.webhooks.create({
         accountId,
         url: receiver.url(),
         actor: 'test',

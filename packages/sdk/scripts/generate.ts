@@ -7,13 +7,13 @@ import { fileURLToPath } from 'node:url';
 import openapiTS, { astToString, COMMENT_HEADER, type OpenAPI3 } from 'openapi-typescript';
 import { buildApp } from '../../../src/app.ts';
 import { loadConfig } from '../../../src/config.ts';
-import { openServices } from '../../../src/services/index.ts';
+import { openRuntime } from '../../../src/runtime.ts';
 
 export const GENERATED_FILE = fileURLToPath(new URL('../src/generated/openapi.ts', import.meta.url));
 
 export async function openApiDocument(): Promise<OpenAPI3> {
   const config = loadConfig({ DATABASE_URL: 'sqlite::memory:', LOG_LEVEL: 'silent' });
-  const services = await openServices(config, { warn: () => {}, error: () => {} });
+  const services = await openRuntime(config, { warn: () => {}, error: () => {} });
   try {
     const app = await buildApp(config, services);
     try {

@@ -14,14 +14,13 @@ import {
 import { InputError } from '../../errors.ts';
 import { WEBHOOKS_PATH } from '../../paths.ts';
 import { userService } from '../../services/user-service.ts';
-import { parseOverlapHours, webhookService } from '../../services/webhook-service.ts';
+import { parseOverlapHours, type WebhookService } from '../../services/webhook-service.ts';
 import { sendPage } from './responses.ts';
 import { sendSignedInPage, signedInAs } from './signed-in.ts';
 
 const HISTORY_LENGTH = 100;
 
 type EndpointParams = { Params: { id: string } };
-type Db = FastifyInstance['db'];
 
 /** The one-time display of a signing secret: after creation and after a rotation. */
 function secretFlash(message: string, secret: string, note?: string): Flash {
@@ -39,9 +38,13 @@ function secretFlash(message: string, secret: string, note?: string): Flash {
 }
 
 /** The endpoint if it is this account's, or null: another account's is reported like a missing one. */
-async function findOwn(db: Db, endpointId: string, accountId: string): Promise<EndpointWithAttempts | null> {
+async function findOwn(
+  webhooks: WebhookService,
+  endpointId: string,
+  accountId: string,
+): Promise<EndpointWithAttempts | null> {
   try {
-    return await webhookService.show(db, endpointId, accountId);
+    return await webhooks.show(endpointId, accountId);
   } catch (error) {
     if (error instanceof InputError) return null;
     throw error;
@@ -73,7 +76,7 @@ type EndpointAction = (context: ActionContext) => Promise<Flash>;
 
 const ENDPOINT_ACTIONS: Record<string, EndpointAction> = {
   async update({ request, endpointId, accountId, actor }) {
-    await webhookService.update(request.server.webhookDeps, endpointId, actor, {
+    await request.server.services.webhooks.update(endpointId, actor, {
       url: formField(request.body, 'url'),
       events: formField(request.body, 'events'),
       description: formField(request.body, 'description'),
@@ -87,7 +90,7 @@ const ENDPOINT_ACTIONS: Record<string, EndpointAction> = {
   },
 
   async disable({ request, endpointId, accountId, actor }) {
-    await webhookService.disable(request.server.db, endpointId, actor, { accountId });
+    await request.server.services.webhooks.disable(endpointId, actor, { accountId });
     return {
       kind: 'success',
       message:
@@ -96,17 +99,16 @@ const ENDPOINT_ACTIONS: Record<string, EndpointAction> = {
   },
 
   async enable({ request, endpointId, accountId, actor }) {
-    const { db } = request.server;
     const fromLatest = formField(request.body, 'from_latest') === FROM_LATEST_CONFIRMED;
     if (!fromLatest) {
       // Said here in the panel's words; the service refuses it too, in the command line's.
-      const endpoint = await webhookService.show(db, endpointId, accountId);
+      const endpoint = await request.server.services.webhooks.show(endpointId, accountId);
       if (endpoint.state === 'disabled' && endpoint.past_retention)
         throw new InputError(
           'its position is older than the changes feed keeps, so it can only restart from the latest change: use “Enable and restart from latest…” and confirm',
         );
     }
-    await webhookService.enable(db, endpointId, actor, { accountId, fromLatest });
+    await request.server.services.webhooks.enable(endpointId, actor, { accountId, fromLatest });
     return {
       kind: 'success',
       message: fromLatest
@@ -119,7 +121,7 @@ const ENDPOINT_ACTIONS: Record<string, EndpointAction> = {
     const cursor = formField(request.body, 'cursor').trim();
     if (cursor === '')
       throw new InputError('enter a cursor: an event’s data.cursor, a /changes cursor, or latest');
-    const endpoint = await webhookService.resend(request.server.db, endpointId, cursor, actor, accountId);
+    const endpoint = await request.server.services.webhooks.resend(endpointId, cursor, actor, accountId);
     return {
       kind: 'success',
       message:
@@ -131,7 +133,7 @@ const ENDPOINT_ACTIONS: Record<string, EndpointAction> = {
 
   async 'rotate-secret'({ request, endpointId, accountId, actor }) {
     const overlapHours = parseOverlapHours(formField(request.body, 'overlap_hours').trim());
-    const rotated = await webhookService.rotateSecret(request.server.webhookDeps, endpointId, actor, {
+    const rotated = await request.server.services.webhooks.rotateSecret(endpointId, actor, {
       overlapHours,
       accountId,
     });
@@ -145,7 +147,7 @@ const ENDPOINT_ACTIONS: Record<string, EndpointAction> = {
   },
 
   async test({ request, endpointId, accountId }) {
-    const result = await webhookService.sendTest(request.server.webhookDeps, endpointId, accountId);
+    const result = await request.server.services.webhooks.sendTest(endpointId, accountId);
     if (result.status !== null && result.status >= 200 && result.status < 300) {
       return {
         kind: 'success',
@@ -163,14 +165,14 @@ const ENDPOINT_ACTIONS: Record<string, EndpointAction> = {
 export async function adminWebhookRoutes(app: FastifyInstance): Promise<void> {
   app.get('/settings/integrations/webhooks', async (request, reply) => {
     const session = request.adminSession;
-    const endpoints = await webhookService.list(request.server.db, session.principal.accountId);
+    const endpoints = await request.server.services.webhooks.list(session.principal.accountId);
     return sendSignedInPage(request, reply, webhooksPage({ signedIn: signedInAs(session), endpoints }));
   });
 
   app.post('/settings/integrations/webhooks', async (request, reply) => {
     const session = request.adminSession;
     try {
-      const { endpoint, secret } = await webhookService.create(request.server.webhookDeps, {
+      const { endpoint, secret } = await request.server.services.webhooks.create({
         accountId: session.principal.accountId,
         url: formField(request.body, 'url'),
         events: formField(request.body, 'events'),
@@ -200,11 +202,11 @@ export async function adminWebhookRoutes(app: FastifyInstance): Promise<void> {
 
   app.get<EndpointParams>('/settings/integrations/webhooks/:id', async (request, reply) => {
     const session = request.adminSession;
-    const { db } = request.server;
+    const { db, services } = request.server;
     const { accountId } = session.principal;
-    const endpoint = await findOwn(db, request.params.id, accountId);
+    const endpoint = await findOwn(services.webhooks, request.params.id, accountId);
     if (endpoint === null) return notFound(reply, session);
-    const history = await webhookService.history(db, endpoint.id, accountId, HISTORY_LENGTH);
+    const history = await services.webhooks.history(endpoint.id, accountId, HISTORY_LENGTH);
     const actors = [endpoint.created_by, ...history.map((event) => event.actor)];
     const userIds = [
       ...new Set(actors.filter((actor) => actor !== null && actor !== 'cli' && actor !== 'system')),
@@ -219,7 +221,11 @@ export async function adminWebhookRoutes(app: FastifyInstance): Promise<void> {
 
   app.get<EndpointParams>('/settings/integrations/webhooks/:id/delete', async (request, reply) => {
     const session = request.adminSession;
-    const endpoint = await findOwn(request.server.db, request.params.id, session.principal.accountId);
+    const endpoint = await findOwn(
+      request.server.services.webhooks,
+      request.params.id,
+      session.principal.accountId,
+    );
     if (endpoint === null) return notFound(reply, session);
     return sendSignedInPage(
       request,
@@ -232,7 +238,11 @@ export async function adminWebhookRoutes(app: FastifyInstance): Promise<void> {
   // to its page, where enabling is one button.
   app.get<EndpointParams>('/settings/integrations/webhooks/:id/enable', async (request, reply) => {
     const session = request.adminSession;
-    const endpoint = await findOwn(request.server.db, request.params.id, session.principal.accountId);
+    const endpoint = await findOwn(
+      request.server.services.webhooks,
+      request.params.id,
+      session.principal.accountId,
+    );
     if (endpoint === null) return notFound(reply, session);
     if (endpoint.state !== 'disabled' || !endpoint.past_retention)
       return reply.redirect(endpointPath(endpoint.id), 303);
@@ -247,8 +257,8 @@ export async function adminWebhookRoutes(app: FastifyInstance): Promise<void> {
     const session = request.adminSession;
     const { accountId, userId } = session.principal;
     try {
-      const endpoint = await webhookService.show(request.server.db, request.params.id, accountId);
-      await webhookService.delete(request.server.db, endpoint.id, userId, accountId);
+      const endpoint = await request.server.services.webhooks.show(request.params.id, accountId);
+      await request.server.services.webhooks.delete(endpoint.id, userId, accountId);
       await setFlash(request, session, {
         kind: 'success',
         message: `Webhook endpoint ${endpoint.url} deleted: nothing more is sent to it.`,
@@ -274,7 +284,7 @@ export async function adminWebhookRoutes(app: FastifyInstance): Promise<void> {
           kind: 'error',
           message: `Nothing was changed: ${error.message}.`,
         });
-        if ((await findOwn(request.server.db, endpointId, accountId)) === null)
+        if ((await findOwn(request.server.services.webhooks, endpointId, accountId)) === null)
           return reply.redirect(WEBHOOKS_PATH, 303);
       }
       return reply.redirect(endpointPath(endpointId), 303);

@@ -10,11 +10,7 @@ import {
   queryParameter,
   success,
 } from '../../schemas/public.ts';
-import {
-  changeFeedService,
-  LATEST_CURSOR,
-  type RenderedChangesPage,
-} from '../../services/change-feed-service.ts';
+import { LATEST_CURSOR, type RenderedChangesPage } from '../../services/change-feed-service.ts';
 import { parsePositiveInteger } from './incidents.ts';
 import type { PublicRoutes } from './response-cache.ts';
 
@@ -25,7 +21,7 @@ export const MAX_CHANGES_LIMIT = 1000;
  * Sends a 200: what `JSON.stringify({ error: false, data: page })` writes, byte for byte, built
  * one change at a time (`utf8Body`): a page of 1,000 incidents is about 500 KB, and as one string
  * it cost more in fresh memory and copies than the rest of the request (docs/performance.md). Each
- * change comes rendered (`changeFeedService.page`).
+ * change comes rendered (`ChangeFeedService.page`).
  */
 function sendPage(reply: FastifyReply, { data, next_cursor, has_more }: RenderedChangesPage): FastifyReply {
   const pieces: (string | Uint8Array)[] = ['{"error":false,"data":{"data":['];
@@ -146,7 +142,7 @@ export const changeRoutes: PublicRoutes = async (app) => {
         parsePositiveInteger(request.query.limit, DEFAULT_CHANGES_LIMIT),
         MAX_CHANGES_LIMIT,
       );
-      const page = await changeFeedService.page(app.db, request.apiKey.account_id, {
+      const page = await app.services.changeFeed.page(request.apiKey.account_id, {
         // `?cursor=` (empty) is no cursor, as a client building its first URL sends it.
         cursor: cursor === '' ? undefined : cursor,
         limit,

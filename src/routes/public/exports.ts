@@ -8,12 +8,7 @@ import {
   LOCATION_EXAMPLE,
   USER_EXAMPLE,
 } from '../../schemas/public.ts';
-import {
-  EXPORT_FORMATS,
-  EXPORT_RESOURCES,
-  exportFile,
-  exportService,
-} from '../../services/export-service.ts';
+import { EXPORT_FORMATS, EXPORT_RESOURCES, exportFile } from '../../services/export-service.ts';
 import type { PublicRoutes } from './response-cache.ts';
 
 const CONTENT_TYPES = {
@@ -99,8 +94,7 @@ export const exportRoutes: PublicRoutes = async (app) => {
           },
         },
         async (request, reply) => {
-          const { cursor, body } = await exportService.open(
-            app.db,
+          const { cursor, body } = await app.services.exports.open(
             request.apiKey.account_id,
             resource,
             format,

@@ -10,7 +10,6 @@ import {
   queryParameter,
   success,
 } from '../../schemas/public.ts';
-import { incidentService } from '../../services/incident-service.ts';
 import type { PublicRoutes } from './response-cache.ts';
 
 export const DEFAULT_PAGE_LIMIT = 50;
@@ -87,7 +86,7 @@ export const incidentRoutes: PublicRoutes = async (app, { respond }) => {
         return {
           error: false as const,
           data: {
-            data: await incidentService.listNewestFirst(app.db, key.account_id, totals, offset, limit),
+            data: await app.services.incidents.listNewestFirst(key.account_id, totals, offset, limit),
             pagination: { page, limit, total, pages: Math.ceil(total / limit) },
           },
         };
@@ -130,7 +129,7 @@ export const incidentRoutes: PublicRoutes = async (app, { respond }) => {
       const id = request.params.id.toLowerCase();
       if (!UUID.test(id)) throw ApiError.notFound('Incident not found');
       return respond(request, reply, id, async () => {
-        const incident = await incidentService.findById(app.db, request.apiKey.account_id, id);
+        const incident = await app.services.incidents.findById(request.apiKey.account_id, id);
         if (incident === undefined) throw ApiError.notFound('Incident not found');
         return { error: false as const, data: incident };
       });

@@ -16,7 +16,6 @@ import {
   UserSchema,
 } from '../../schemas/public.ts';
 import { directoryService, NAMED_RESOURCE_TABLES } from '../../services/directory-service.ts';
-import { incidentService } from '../../services/incident-service.ts';
 import {
   DEFAULT_LIMIT,
   type PageRequest,
@@ -185,9 +184,9 @@ export const widerApiRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }
 
   list('incidents', { schema: IncidentSchema, example: INCIDENT_EXAMPLE }, async (accountId, page) => {
-    const totals = await incidentService.totals(app.db, accountId);
+    const totals = await app.services.incidents.totals(accountId);
     const total = totals.total;
-    const items = await incidentService.listNewestFirst(app.db, accountId, totals, page.start, page.limit);
+    const items = await app.services.incidents.listNewestFirst(accountId, totals, page.start, page.limit);
     return { items, total };
   });
 };

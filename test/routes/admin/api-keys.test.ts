@@ -348,7 +348,7 @@ for (const store of STORES) {
       assert.equal(await publicStatus(old.rawKey), 200);
       // The use is written by the recorder's own timer; write it now, so the row compared below
       // changes only if the refused roll changes it.
-      await ctx.services.lastUse.flush();
+      await ctx.runtime.lastUse.flush();
       const before = await apiKeyRepository.findById(ctx.db, old.id);
       assert.notEqual(before?.last_used_at, null);
       await keyAction(old.id, 'roll', { overlap: '2h' });
@@ -375,7 +375,7 @@ for (const store of STORES) {
       });
       assert.equal(missing.statusCode, 404);
       await tick();
-      await ctx.services.keyUsage.flush();
+      await ctx.runtime.keyUsage.flush();
       const page = (await client.get(`${KEYS}/${key.id}`)).body;
       assert.match(page, /<th scope="row">Last 24 hours<\/th><td>3<\/td><td>1<\/td><td>0<\/td>/);
       assert.match(page, /<th scope="row">Last 30 days<\/th><td>3<\/td><td>1<\/td><td>0<\/td>/);

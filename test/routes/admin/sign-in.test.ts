@@ -94,7 +94,7 @@ for (const store of STORES) {
     test('the session lives in the database: another instance of the app accepts it', async () => {
       const client = new AdminClient(ctx.app);
       await client.signIn(superAdmin.email);
-      const other = await buildApp(ctx.config, ctx.services);
+      const other = await buildApp(ctx.config, ctx.runtime);
       try {
         const res = await other.inject({
           method: 'GET',

@@ -4,9 +4,6 @@ import { after, afterEach, before, beforeEach, describe, test } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify';
 import { Webhook } from 'standardwebhooks';
 import { webhookRepository } from '../../../src/db/repositories/webhooks.ts';
-import { changeCursors } from '../../../src/services/change-cursor.ts';
-import { changeFeedService } from '../../../src/services/change-feed-service.ts';
-import { webhookService } from '../../../src/services/webhook-service.ts';
 import { createTestContext, STORES, seedAccount, seedIncidents, type TestContext } from '../../helpers.ts';
 import { type Received, Receiver } from '../../webhooks/receiver.ts';
 import { AdminClient, type SeededUser, seedUser } from './admin-helpers.ts';
@@ -74,7 +71,7 @@ for (const store of STORES) {
 
     const stored = async (endpointId: string) => webhookRepository.findById(ctx.db, endpointId);
     const history = (endpointId: string, account = accountId) =>
-      webhookService.history(ctx.db, endpointId, account, 100);
+      ctx.runtime.services.webhooks.history(endpointId, account, 100);
 
     /** Adds an endpoint with the list page's form; returns its id, the secret its page showed once, and that page. */
     async function createThroughPanel(
@@ -192,7 +189,7 @@ for (const store of STORES) {
         Array.from({ length: 60 }, (_, i) => attempt(i)),
       );
 
-      const view = await webhookService.show(ctx.db, id);
+      const view = await ctx.runtime.services.webhooks.show(id);
       const page = (await client.get(`${WEBHOOKS}/${id}`)).body;
       assert.match(page, /<dd id="webhook-disabled-reason">Not disabled<\/dd>/);
       assert.match(page, new RegExp(`<dd id="webhook-failing-since"><time datetime="${failingSince}">`));
@@ -200,7 +197,7 @@ for (const store of STORES) {
       assert.match(page, /<dd id="webhook-lag">3 changes not delivered yet<\/dd>/);
       // A cursor carries the second it was issued in, so the page's may differ from `view`'s in that alone.
       const shown = /<code id="webhook-cursor">([A-Za-z0-9_-]+)<\/code>/.exec(page)?.[1] ?? '';
-      const cursors = await changeCursors(ctx.db);
+      const cursors = await ctx.runtime.services.changeFeed.cursors();
       const held = cursors.decode(accountId, shown);
       const expected = cursors.decode(accountId, view.cursor);
       assert.ok(held !== null && expected !== null, `the page shows a cursor of the account: "${shown}"`);
@@ -231,7 +228,7 @@ for (const store of STORES) {
       assert.match(list, /Failing/);
       assert.match(text(list), /2026-03-01 11:00 UTC ?: HTTP 503/);
 
-      await webhookService.disable(ctx.db, id, 'system', {
+      await ctx.runtime.services.webhooks.disable(id, 'system', {
         reason: 'failing since 2026-03-01 (last: HTTP 503)',
       });
       const disabled = (await client.get(`${WEBHOOKS}/${id}`)).body;
@@ -359,14 +356,14 @@ for (const store of STORES) {
       const { id } = await createThroughPanel();
       const start = (await stored(id))?.position ?? -1;
       await seedIncidents(ctx.db, accountId, 3);
-      assert.equal((await webhookService.show(ctx.db, id)).lag, 3);
+      assert.equal((await ctx.runtime.services.webhooks.show(id)).lag, 3);
 
       let { page } = await act(id, 'resend', { cursor: 'latest' });
       assert.match(page, /Deliveries restart from the latest change: nothing is waiting to be sent\./);
       assert.equal((await stored(id))?.position, start + 3);
       assert.match(page, /<dd id="webhook-lag">0 changes not delivered yet<\/dd>/);
 
-      const cursor = await changeFeedService.cursorAfter(ctx.db, accountId, start + 1);
+      const cursor = await ctx.runtime.services.changeFeed.cursorAfter(accountId, start + 1);
       ({ page } = await act(id, 'resend', { cursor: ` ${cursor} ` }));
       assert.match(page, /Resending from that cursor: up to 2 changes will be sent again, in order\./);
       assert.equal((await stored(id))?.position, start + 1);
@@ -375,7 +372,7 @@ for (const store of STORES) {
         ['not-a-cursor', /Nothing was changed: cursor is not a \/changes cursor of this account/],
         ['  ', /Nothing was changed: enter a cursor/],
         [
-          await changeFeedService.cursorAfter(ctx.db, await seedAccount(ctx.db), 0),
+          await ctx.runtime.services.changeFeed.cursorAfter(await seedAccount(ctx.db), 0),
           /not a \/changes cursor of this account/,
         ],
       ] as const) {
@@ -626,7 +623,7 @@ for (const store of STORES) {
           over.page,
           /class="flash flash-error" role="alert">The endpoint was not added: the account already has 3 webhook endpoints, the most it may have \(WEBHOOK_MAX_ENDPOINTS=3\): delete one before adding another\./,
         );
-        assert.equal((await webhookService.list(capped.db, account)).length, 3);
+        assert.equal((await capped.runtime.services.webhooks.list(account)).length, 3);
         const audit = await capped.db
           .selectFrom('audit_events')
           .select('action')
@@ -639,7 +636,7 @@ for (const store of STORES) {
     });
 
     test('bad input is shown as a message and adds nothing', async () => {
-      const count = async () => (await webhookService.list(ctx.db, accountId)).length;
+      const count = async () => (await ctx.runtime.services.webhooks.list(accountId)).length;
       const before = await count();
       const cases: [Record<string, string>, RegExp][] = [
         [
@@ -712,8 +709,8 @@ for (const store of STORES) {
           assert.equal(res.headers.location, WEBHOOKS);
           assert.match((await strictClient.get(WEBHOOKS)).body, message);
         }
-        assert.deepEqual(await webhookService.list(strict.db, account), []);
-        assert.deepEqual(await webhookService.history(strict.db, randomUUID(), account, 10), []);
+        assert.deepEqual(await strict.runtime.services.webhooks.list(account), []);
+        assert.deepEqual(await strict.runtime.services.webhooks.history(randomUUID(), account, 10), []);
         const audit = await strict.db
           .selectFrom('audit_events')
           .select('id')
@@ -740,10 +737,10 @@ for (const store of STORES) {
         res.body,
         /The plan of Planless does not include API access, so API keys and webhooks cannot be managed\./,
       );
-      assert.deepEqual(await webhookService.list(ctx.db, account), []);
+      assert.deepEqual(await ctx.runtime.services.webhooks.list(account), []);
       // The service refuses it on its own too (the command line goes there directly).
       await assert.rejects(
-        webhookService.create(ctx.services.webhookDeps, {
+        ctx.runtime.services.webhooks.create({
           accountId: account,
           url: receiver.url(),
           actor: user.id,
@@ -754,7 +751,7 @@ for (const store of STORES) {
 
     test("another account's endpoint is treated exactly like a missing one, and nothing changes", async () => {
       const other = await seedAccount(ctx.db);
-      const { endpoint: foreign } = await webhookService.create(ctx.services.webhookDeps, {
+      const { endpoint: foreign } = await ctx.runtime.services.webhooks.create({
         accountId: other,
         url: receiver.url('/foreign'),
         actor: 'cli',

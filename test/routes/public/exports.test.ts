@@ -9,7 +9,6 @@ import { after, before, describe, test } from 'node:test';
 import { gunzipSync } from 'node:zlib';
 import { sql } from 'kysely';
 import { importFile } from '../../../src/import/import.ts';
-import { changeCursors } from '../../../src/services/change-cursor.ts';
 import {
   bearer,
   captureLog,
@@ -136,7 +135,7 @@ for (const store of STORES) {
       ).data_version;
 
     const decodeCursor = async (cursor: unknown) =>
-      (await changeCursors(ctx.db)).decode(accountId, String(cursor));
+      (await ctx.runtime.services.changeFeed.cursors()).decode(accountId, String(cursor));
 
     test('every resource in both formats: the list endpoint’s rows, order and fields, with the headers', async () => {
       const position = await head();
@@ -462,7 +461,7 @@ for (const store of STORES) {
         const body = Buffer.concat([first, await rest(response)]).toString('utf8');
         assert.deepEqual(parseNdjson(body), before);
         const cursor = String(response.headers['x-changes-cursor']);
-        const cursors = await changeCursors(ctx.db);
+        const cursors = await ctx.runtime.services.changeFeed.cursors();
         assert.equal(cursors.decode(large, cursor)?.position, position, 'the head before the import');
         assert.equal(cursors.decode(accountId, cursor), null, 'bound to its account');
       });

@@ -155,7 +155,7 @@ for (const store of STORES) {
         .where('id', '=', key.id)
         .executeTakeFirstOrThrow();
       assert.equal(unflushed.last_used_at, null);
-      await ctx.services.lastUse.flush();
+      await ctx.runtime.lastUse.flush();
       const flushed = await ctx.db
         .selectFrom('api_keys')
         .select('last_used_at')

@@ -6,7 +6,7 @@ import { buildApp } from '../../../src/app.ts';
 import { loadConfig } from '../../../src/config.ts';
 import type { Database } from '../../../src/db/schema.ts';
 import { OAUTH_PATH } from '../../../src/paths.ts';
-import { openServices, type Services } from '../../../src/services/index.ts';
+import { openRuntime, type Runtime } from '../../../src/runtime.ts';
 import {
   bearer,
   createTestContext,
@@ -165,26 +165,26 @@ for (const store of STORES) {
 describe('wider API rate limit shared through Redis by two instances', () => {
   const store = STORES.includes('postgres') ? 'postgres' : 'sqlite';
   let ctx: TestContext;
-  let second: { app: FastifyInstance; services: Services };
+  let second: { app: FastifyInstance; runtime: Runtime };
   let clientId: string;
 
   before(async () => {
     ctx = await createTestContext(store, { BASE_URL, REDIS_URL });
     const config = loadConfig({ LOG_LEVEL: 'silent', BASE_URL, REDIS_URL, DATABASE_URL: ctx.databaseUrl });
-    const services = await openServices(config, { warn: () => {}, error: () => {} });
-    const app = await buildApp(config, services);
+    const runtime = await openRuntime(config, { warn: () => {}, error: () => {} });
+    const app = await buildApp(config, runtime);
     await app.ready();
-    second = { app, services };
+    second = { app, runtime };
   });
   after(async () => {
-    await ctx.services.redis?.del(`safety-api:rl:oauth-client:${clientId}`);
+    await ctx.runtime.redis?.del(`safety-api:rl:oauth-client:${clientId}`);
     await second.app.close();
-    await second.services.close();
+    await second.runtime.close();
     await ctx.close();
   });
 
   test('requests alternating between the instances draw on one count', async () => {
-    assert.ok(ctx.services.redis !== null && second.services.redis !== null);
+    assert.ok(ctx.runtime.redis !== null && second.runtime.redis !== null);
     const accountId = await seedAccount(ctx.db, { rate_limit_per_hour: 4 });
     const client = await seedClient(ctx.db, accountId);
     clientId = client.clientId;

@@ -1,22 +1,21 @@
 import type { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
-import { KeyLookup } from '../auth/key-lookup.ts';
-import { KeyUsageRecorder } from '../auth/key-usage.ts';
-import { LastUseRecorder } from '../auth/last-use.ts';
-import { PublicRateLimiter } from '../auth/rate-limit.ts';
-import { SharedGeneration } from '../auth/shared-generation.ts';
-import { SignIn } from '../auth/sign-in.ts';
-import { type Config, cacheBudgets } from '../config.ts';
-import { type DatabaseHandle, openServerDatabase } from '../db/database.ts';
-import { checkMigrated, type MigrationReport, migrateThrough, migrateToLatest } from '../db/migrate.ts';
-import type { Database } from '../db/schema.ts';
-import { isStoreUnavailable } from '../db/store-health.ts';
-import { openRedis, RedisAvailability, RedisSuspicion, redisReady } from '../redis.ts';
-import { WebhookDispatcher } from '../webhooks/delivery.ts';
-import { OutboundClient } from '../webhooks/outbound.ts';
-import { incidentService } from './incident-service.ts';
-import type { WebhookDeps } from './webhook-service.ts';
+import { KeyLookup } from './auth/key-lookup.ts';
+import { KeyUsageRecorder } from './auth/key-usage.ts';
+import { LastUseRecorder } from './auth/last-use.ts';
+import { PublicRateLimiter } from './auth/rate-limit.ts';
+import { SharedGeneration } from './auth/shared-generation.ts';
+import { SignIn } from './auth/sign-in.ts';
+import { type Config, cacheBudgets } from './config.ts';
+import { type DatabaseHandle, openServerDatabase } from './db/database.ts';
+import { checkMigrated, type MigrationReport, migrateThrough, migrateToLatest } from './db/migrate.ts';
+import type { Database } from './db/schema.ts';
+import { isStoreUnavailable } from './db/store-health.ts';
+import { openRedis, RedisAvailability, RedisSuspicion, redisReady } from './redis.ts';
+import { buildServices, type Services } from './services/services.ts';
+import { WebhookDispatcher } from './webhooks/delivery.ts';
+import { OutboundClient } from './webhooks/outbound.ts';
 
 const IN_MEMORY_SQLITE = 'sqlite::memory:';
 
@@ -34,8 +33,14 @@ function logMigrations(
   }
 }
 
-/** The long-lived resources of one server process, opened together and closed together. */
-export interface Services {
+/**
+ * The composition root of a server process: everything long-lived it runs on, built here in
+ * dependency order and handed what each needs (the store, Redis, the caches, the services, the
+ * webhook deliveries), and closed together. `server.ts` opens it and gives it to `buildApp`, which
+ * hands its parts to the routes as decorators of the Fastify instance; tests open it as the server
+ * does. A command builds the services it needs on its own handle with the same `buildServices`.
+ */
+export interface Runtime {
   database: DatabaseHandle;
   /**
    * The shared Redis connection (REDIS_URL), or `null`: counts are then kept in process memory.
@@ -51,17 +56,19 @@ export interface Services {
   keyUsage: KeyUsageRecorder;
   /** The one sign-in throttle of the process, shared by the admin panel and the OAuth sign-in. */
   signIn: SignIn;
-  /** What the webhook endpoints' service needs: the database, the guarded HTTP client, the secrets' key. */
-  webhookDeps: WebhookDeps;
+  /** The guarded HTTP client of webhook deliveries, test events and URL checks. */
+  outbound: OutboundClient;
+  /** The services built on the database (`buildServices`). */
+  services: Services;
   /** The webhook deliveries of this instance: `server.ts` starts them (tests start theirs when they need them). */
-  webhooks: WebhookDispatcher;
+  delivery: WebhookDispatcher;
   close(): Promise<void>;
 }
 
-export async function openServices(
+export async function openRuntime(
   config: Config,
   logger: Pick<Logger, 'warn' | 'error'> & Partial<Pick<Logger, 'info' | 'debug'>>,
-): Promise<Services> {
+): Promise<Runtime> {
   // Where the stores say they went away and came back (a test's logger may have no `info` or `debug`).
   const availabilityLog = {
     warn: (details: object, message: string) => logger.warn(details, message),
@@ -133,7 +140,6 @@ export async function openServices(
   });
 
   const keyLookup = new KeyLookup(database.db, database.commitWatch ?? sharedGeneration, caches.keyRows);
-  incidentService.keepRankMaps(database.db, caches.rankMaps);
   // Replication to Redis replicas is asynchronous: a failover can lose the last bumps, so that
   // the value some rows were read under comes back although writes happened since. A failover
   // closes the connections (Sentinel's CLIENT KILL, or the old primary gone), and so does any
@@ -147,15 +153,18 @@ export async function openServices(
     allowPrivate: config.webhooksAllowPrivate,
     timeoutMs: config.webhookTimeoutMs,
   });
-  const webhooks = new WebhookDispatcher({
+  const services = buildServices(database, config, outbound);
+  const delivery = new WebhookDispatcher({
     db: database.db,
+    // The worker sits below the services: it reads the feed and the secrets through them.
+    feed: services.changeFeed,
+    secrets: services.webhooks,
     store: database.store,
     commitWatch: database.commitWatch,
     // LISTEN needs a session of its own: through MIGRATION_DATABASE_URL (a direct or session-mode
     // route) when DATABASE_URL goes through a transaction-mode pooler, which drops notifications.
     databaseUrl: config.migrationDatabaseUrl,
     outbound,
-    secretsKey: config.webhookSecretsKey,
     leaseSeconds: config.webhookLeaseSeconds,
     timeoutMs: config.webhookTimeoutMs,
     disableAfterHours: config.webhookDisableAfterHours,
@@ -176,17 +185,13 @@ export async function openServices(
     lastUse,
     keyUsage,
     signIn: SignIn.create(redis),
-    webhookDeps: {
-      db: database.db,
-      outbound,
-      secretsKey: config.webhookSecretsKey,
-      maxEndpoints: config.webhookMaxEndpoints,
-    },
-    webhooks,
+    outbound,
+    services,
+    delivery,
     async close() {
       // All write to the store, each within its deadline: side by side, so that a store that does
       // not answer costs the shutdown one deadline, not two.
-      await Promise.all([webhooks.stop(), lastUse.close(), keyUsage.close()]);
+      await Promise.all([delivery.stop(), lastUse.close(), keyUsage.close()]);
       await outbound.close();
       if (countingRedis !== redis) countingRedis?.disconnect();
       redis?.disconnect();
