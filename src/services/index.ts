@@ -16,6 +16,7 @@ import { openRedis, RedisAvailability, RedisSuspicion, redisReady } from '../red
 import { WebhookDispatcher } from '../webhooks/delivery.ts';
 import { OutboundClient } from '../webhooks/outbound.ts';
 import { incidentService } from './incident-service.ts';
+import { MailService } from './mail-service.ts';
 import type { WebhookDeps } from './webhook-service.ts';
 
 const IN_MEMORY_SQLITE = 'sqlite::memory:';
@@ -55,6 +56,8 @@ export interface Services {
   webhookDeps: WebhookDeps;
   /** The webhook deliveries of this instance: `server.ts` starts them (tests start theirs when they need them). */
   webhooks: WebhookDispatcher;
+  /** Mail to Super Admins (SMTP_URL), or `null`: `server.ts` starts its key-expiry scan. */
+  mail: MailService | null;
   close(): Promise<void>;
 }
 
@@ -147,8 +150,17 @@ export async function openServices(
     allowPrivate: config.webhooksAllowPrivate,
     timeoutMs: config.webhookTimeoutMs,
   });
+  const mail =
+    config.smtpUrl === null
+      ? null
+      : new MailService(
+          database.db,
+          { smtpUrl: config.smtpUrl, from: config.mailFrom, baseUrl: config.baseUrl },
+          availabilityLog,
+        );
   const webhooks = new WebhookDispatcher({
     db: database.db,
+    mail,
     store: database.store,
     commitWatch: database.commitWatch,
     // LISTEN needs a session of its own: through MIGRATION_DATABASE_URL (a direct or session-mode
@@ -183,10 +195,12 @@ export async function openServices(
       maxEndpoints: config.webhookMaxEndpoints,
     },
     webhooks,
+    mail,
     async close() {
       // All write to the store, each within its deadline: side by side, so that a store that does
       // not answer costs the shutdown one deadline, not two.
       await Promise.all([webhooks.stop(), lastUse.close(), keyUsage.close()]);
+      await mail?.close();
       await outbound.close();
       if (countingRedis !== redis) countingRedis?.disconnect();
       redis?.disconnect();

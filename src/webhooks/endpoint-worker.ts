@@ -4,6 +4,7 @@ import type { LeasedEndpointRow } from '../db/repositories/webhooks.ts';
 import type { Database } from '../db/schema.ts';
 import { isStoreUnavailable } from '../db/store-health.ts';
 import { changeCursors } from '../services/change-cursor.ts';
+import type { MailService } from '../services/mail-service.ts';
 import { signingSecrets } from '../services/webhook-service.ts';
 import { attempt } from './attempt.ts';
 import type { DeliveryMetrics, EndpointStanding } from './delivery-metrics.ts';
@@ -43,6 +44,8 @@ export interface WorkerOptions {
   disableAfterHours: number;
   /** Changes read per batch: BATCH, unless a test needs reads cut short sooner. */
   batchSize?: number;
+  /** Tells the account's Super Admins of an endpoint failing for an hour or disabled; none without SMTP_URL. */
+  mail?: MailService | null;
   logger: {
     info(details: object, message: string): void;
     warn(details: object, message: string): void;
@@ -298,6 +301,8 @@ export class EndpointWorker implements EndpointStanding {
         // failed attempt with no retry scheduled.
         const held = await this.write();
         if (held && verdict.next === 'disable') await this.disable(row, verdict.reason);
+        if (held && verdict.next === 'retry')
+          this.host.options.mail?.endpointFailing(row, verdict.failingSince, made.at);
         return held && verdict.next === 'retry';
       }
       metrics.latency.observe(Math.max(0, (Date.now() - Date.parse(change.changed_at)) / 1000));
@@ -343,8 +348,10 @@ export class EndpointWorker implements EndpointStanding {
   }
 
   private async disable(row: LeasedEndpointRow, reason: string): Promise<void> {
-    await disableEndpoint(this.host.options.db, row, this.token, reason);
+    const stamp = await disableEndpoint(this.host.options.db, row, this.token, reason);
+    if (stamp === null) return;
     this.host.options.logger.warn({ endpoint: row.id, reason }, 'webhook endpoint disabled');
+    this.host.options.mail?.endpointDisabled(row, reason, stamp);
   }
 
   /** About `averageMs` (jittered by half either way), or until the worker stops. */
