@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { SMTPServer } from 'smtp-server';
 import { MailService } from '../../src/services/mail-service.ts';
 import { webhookService } from '../../src/services/webhook-service.ts';
 import {
@@ -13,50 +11,11 @@ import {
   type TestContext,
 } from '../helpers.ts';
 import { AdminClient, seedUser } from '../routes/admin/admin-helpers.ts';
+import { type Smtp, startSmtp } from '../smtp.ts';
 
 const BASE_URL = 'https://api.example.test';
 const HOUR_MS = 3_600_000;
 const DAY_MS = 24 * HOUR_MS;
-
-interface Received {
-  to: string[];
-  subject: string;
-  /** The whole message, quoted-printable soft breaks and escapes undone. */
-  text: string;
-}
-
-/** A local SMTP server that keeps every message it is given. */
-async function startSmtp(): Promise<{ url: string; received: Received[]; close(): Promise<void> }> {
-  const received: Received[] = [];
-  const server = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ['STARTTLS'],
-    logger: false,
-    onData(stream, session, callback) {
-      const chunks: Buffer[] = [];
-      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
-      stream.on('end', () => {
-        const text = Buffer.concat(chunks)
-          .toString('utf8')
-          .replace(/=\r?\n/g, '')
-          .replace(/=([0-9A-F]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
-        received.push({
-          to: session.envelope.rcptTo.map((rcpt) => rcpt.address).sort(),
-          subject: /^Subject: (.*)$/m.exec(text)?.[1] ?? '',
-          text,
-        });
-        callback();
-      });
-    },
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.server.address() as AddressInfo;
-  return {
-    url: `smtp://127.0.0.1:${port}`,
-    received,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
 
 function mailOf(services: { mail: MailService | null }): MailService {
   assert.ok(services.mail !== null, 'SMTP_URL is set: the mail service exists');
@@ -65,7 +24,7 @@ function mailOf(services: { mail: MailService | null }): MailService {
 
 for (const store of STORES) {
   describe(`mail to Super Admins, two instances (${store})`, () => {
-    let smtp: Awaited<ReturnType<typeof startSmtp>>;
+    let smtp: Smtp;
     let ctx: TestContext;
     let second: Awaited<ReturnType<typeof createSecondInstance>>;
     let accountId: string;
