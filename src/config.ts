@@ -829,7 +829,7 @@ export const ENVIRONMENT = {
   },
   MAIL_FROM: {
     field: 'mailFrom',
-    default: 'safety-api@ host of BASE_URL',
+    default: 'safety-api@<host of BASE_URL>',
     doc: 'the sender of those mails',
     reading: text({ trim: true }),
   },

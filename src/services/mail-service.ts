@@ -17,6 +17,8 @@ const KEY_THRESHOLDS = [
 ] as const;
 /** How often each instance looks for keys crossing a threshold: a warning is at most this late. */
 export const KEY_SCAN_MS = 15 * 60_000;
+/** Each step of an SMTP exchange: connecting, the greeting, any silence after. */
+const SMTP_TIMEOUT_MS = 5_000;
 
 export interface MailSettings {
   smtpUrl: string;
@@ -91,7 +93,14 @@ export class MailService {
     this.db = db;
     this.settings = settings;
     this.logger = logger;
-    this.transport = createTransport(settings.smtpUrl);
+    // Nodemailer waits minutes by default; a stalled SMTP server must not hold a shutdown that long.
+    // The URL's own parameters (`?socketTimeout=…`) still win.
+    this.transport = createTransport({
+      url: settings.smtpUrl,
+      connectionTimeout: SMTP_TIMEOUT_MS,
+      greetingTimeout: SMTP_TIMEOUT_MS,
+      socketTimeout: SMTP_TIMEOUT_MS,
+    });
   }
 
   /** After a failed attempt at `at`: once the endpoint has failed for an hour, told once for the episode. */
