@@ -322,6 +322,18 @@ const readRetentionDays: Read<number> = (raw, variable, problems) => {
   return undefined;
 };
 
+const SMTP = ['smtp:', 'smtps:'] as const;
+
+/** A problem never shows the value: it may hold the SMTP password. */
+const readSmtpUrl: Read<string> = (raw, { name }, problems) => {
+  const url = URL.parse(raw.trim());
+  if (url !== null && (SMTP as readonly string[]).includes(url.protocol)) return raw.trim();
+  problems.push(
+    `${name} must be smtp://[user:password@]host[:port] or smtps://… (the value is not shown: it may hold a password)`,
+  );
+  return undefined;
+};
+
 const readSecretsKey: Read<Buffer> = (raw, { name }, problems) => {
   const key = /^[A-Za-z0-9+/_-]{43}=?$/.test(raw) ? Buffer.from(raw, 'base64') : Buffer.alloc(0);
   if (key.length === 32) return key;
@@ -808,6 +820,19 @@ export const ENVIRONMENT = {
     more: 'set it before the first endpoint is created',
     reading: own(readSecretsKey),
   },
+  SMTP_URL: {
+    field: 'smtpUrl',
+    default: null,
+    doc: "`smtp://[user:password@]host[:port]` or `smtps://…` (nodemailer's URL form): mail to Super Admins about failing webhook endpoints and expiring keys",
+    more: 'unset: no mail, and a warning at start when webhook endpoints exist ([docs/operations.md](docs/operations.md#mail))',
+    reading: { kind: 'url', protocols: SMTP, trim: true, read: readSmtpUrl },
+  },
+  MAIL_FROM: {
+    field: 'mailFrom',
+    default: 'safety-api@<host of BASE_URL>',
+    doc: 'the sender of those mails',
+    reading: text({ trim: true }),
+  },
   CACHE_MAX_MB: {
     field: 'cacheMaxMb',
     default: String(DEFAULT_CACHE_MAX_MB),
@@ -878,6 +903,7 @@ const RULES: { [N in VariableName]?: Rule<N> } = {
         : undefined,
     unset: ({ value }) => value('DATABASE_URL'),
   },
+  MAIL_FROM: { unset: ({ value }) => `safety-api@${new URL(value('BASE_URL')).hostname}` },
   WEBHOOK_LEASE_SECONDS: {
     // A POST must end before the lease that allows it can run out, with a renewal in between.
     check: ({ value }) => {

@@ -39,5 +39,14 @@ export const OAUTH_CLIENTS_PATH = `${INTEGRATIONS_PATH}/oauth-clients`;
 export const WEBHOOKS_PATH = `${INTEGRATIONS_PATH}/webhooks`;
 export const AUDIT_PATH = `${INTEGRATIONS_PATH}/audit`;
 
+/** The panel's page of one key, and of one webhook endpoint: linked from the panel and from mails. */
+export function keyPath(keyId: string): string {
+  return `${KEYS_PATH}/${encodeURIComponent(keyId)}`;
+}
+
+export function endpointPath(endpointId: string): string {
+  return `${WEBHOOKS_PATH}/${encodeURIComponent(endpointId)}`;
+}
+
 /** The `WWW-Authenticate` challenge of every surface that takes a bearer credential. */
 export const BEARER_REALM = 'Bearer realm="safety-api"';

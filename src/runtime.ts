@@ -13,6 +13,7 @@ import { checkMigrated, type MigrationReport, migrateThrough, migrateToLatest } 
 import type { Database } from './db/schema.ts';
 import { isStoreUnavailable } from './db/store-health.ts';
 import { openRedis, RedisAvailability, RedisSuspicion, redisReady } from './redis.ts';
+import { MailService } from './services/mail-service.ts';
 import { buildServices, type Services } from './services/services.ts';
 import { WebhookDispatcher } from './webhooks/delivery.ts';
 import { OutboundClient } from './webhooks/outbound.ts';
@@ -62,6 +63,8 @@ export interface Runtime {
   services: Services;
   /** The webhook deliveries of this instance: `server.ts` starts them (tests start theirs when they need them). */
   delivery: WebhookDispatcher;
+  /** Mail to Super Admins (SMTP_URL), or `null`: `server.ts` starts its key-expiry scan. */
+  mail: MailService | null;
   close(): Promise<void>;
 }
 
@@ -154,11 +157,21 @@ export async function openRuntime(
     timeoutMs: config.webhookTimeoutMs,
   });
   const services = buildServices(database, config, outbound);
+  const mail =
+    config.smtpUrl === null
+      ? null
+      : new MailService(
+          database.db,
+          { smtpUrl: config.smtpUrl, from: config.mailFrom, baseUrl: config.baseUrl },
+          availabilityLog,
+        );
   const delivery = new WebhookDispatcher({
     db: database.db,
-    // The worker sits below the services: it reads the feed and the secrets through them.
+    // The worker sits below the services: it reads the feed and the secrets through them, and
+    // tells of an endpoint in trouble through the mail service.
     feed: services.changeFeed,
     secrets: services.webhooks,
+    notices: mail,
     store: database.store,
     commitWatch: database.commitWatch,
     // LISTEN needs a session of its own: through MIGRATION_DATABASE_URL (a direct or session-mode
@@ -188,10 +201,12 @@ export async function openRuntime(
     outbound,
     services,
     delivery,
+    mail,
     async close() {
       // All write to the store, each within its deadline: side by side, so that a store that does
       // not answer costs the shutdown one deadline, not two.
       await Promise.all([delivery.stop(), lastUse.close(), keyUsage.close()]);
+      await mail?.close();
       await outbound.close();
       if (countingRedis !== redis) countingRedis?.disconnect();
       redis?.disconnect();

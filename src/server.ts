@@ -2,6 +2,7 @@ import { setFlagsFromString } from 'node:v8';
 import pino from 'pino';
 import { buildApp } from './app.ts';
 import { type Config, loadConfig } from './config.ts';
+import { webhookRepository } from './db/repositories/webhooks.ts';
 import { traceIdsInLogs } from './logging.ts';
 import { openRuntime } from './runtime.ts';
 import { activeTracing, startTracing } from './telemetry/tracing.ts';
@@ -91,6 +92,12 @@ export async function serve(config: Config = loadConfig()): Promise<void> {
   await app.listen({ port: config.port, host: config.host });
   // Deliveries begin once the server is up; they stop with the runtime.
   await runtime.delivery.start();
+  if (runtime.mail === null && (await webhookRepository.anyEndpoint(runtime.database.db))) {
+    app.log.warn(
+      'SMTP_URL is unset: no Super Admin is mailed when a webhook endpoint fails or is disabled, nor before a key expires',
+    );
+  }
+  runtime.mail?.start();
   if (app.metricsListener !== null && config.metricsPort !== null) {
     try {
       const address = await app.metricsListener.listen({

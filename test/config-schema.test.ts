@@ -115,4 +115,20 @@ describe('rules between variables', () => {
     assert.equal(config.baseUrl, 'http://localhost:9000');
     assert.equal(config.migrationDatabaseUrl, 'postgres://u@db:5432/safety');
   });
+
+  test('mail: off unless SMTP_URL is set; the sender defaults to the host of BASE_URL', () => {
+    assert.equal(loadConfig({}).smtpUrl, null);
+    const config = loadConfig({ BASE_URL: 'https://safety.example.com', SMTP_URL: 'smtp://u:p@mail:587' });
+    assert.equal(config.smtpUrl, 'smtp://u:p@mail:587');
+    assert.equal(config.mailFrom, 'safety-api@safety.example.com');
+    assert.equal(loadConfig({ MAIL_FROM: 'Safety <ops@example.com>' }).mailFrom, 'Safety <ops@example.com>');
+  });
+
+  test('a bad SMTP_URL is refused without showing its password', () => {
+    const message = problem({ SMTP_URL: 'http://mailer:hunter2@mail.example.com' });
+    assert.equal(
+      message,
+      'invalid configuration: SMTP_URL must be smtp://[user:password@]host[:port] or smtps://… (the value is not shown: it may hold a password)',
+    );
+  });
 });

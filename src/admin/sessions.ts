@@ -5,6 +5,7 @@ import { adminSessionRepository } from '../db/repositories/admin-sessions.ts';
 import { ADMIN_PATH } from '../paths.ts';
 import { type AdminPrincipal, principalOfSession } from './access.ts';
 import { newCsrfToken } from './csrf.ts';
+import type { EndpointAlert } from '../services/mail-service.ts';
 
 /**
  * Admin panel sessions. The browser holds a random session id in an HttpOnly cookie; the database
@@ -27,6 +28,8 @@ export interface AdminSession {
   csrfToken: string;
   principal: AdminPrincipal;
   sealedFlash: string | null;
+  /** The account's endpoints in trouble, read by the signed-in area on each request: the banner. */
+  alerts?: EndpointAlert[];
 }
 
 /** A value the next page shows in a read-only field with a copy button. */

@@ -11,6 +11,7 @@ import * as oauthClientLifecycle from './migrations/0009_oauth_client_lifecycle.
 import * as webhookAcknowledged from './migrations/0010_webhook_acknowledged.ts';
 import * as webhookPreviousSecrets from './migrations/0011_webhook_previous_secrets.ts';
 import * as webhookEndpointBounds from './migrations/0012_webhook_endpoint_bounds.ts';
+import * as mailNotices from './migrations/0013_mail_notices.ts';
 import { openDatabase, storeBehind } from './database.ts';
 import { healthRepository } from './repositories/health.ts';
 import { migrationStateRepository } from './repositories/migration-state.ts';
@@ -46,6 +47,7 @@ export const migrations: Record<string, ReleaseMigration> = {
   '0010_webhook_acknowledged': webhookAcknowledged,
   '0011_webhook_previous_secrets': webhookPreviousSecrets,
   '0012_webhook_endpoint_bounds': webhookEndpointBounds,
+  '0013_mail_notices': mailNotices,
 };
 
 export interface MigrationReport {

@@ -288,6 +288,16 @@ export interface GeneratedSecretsTable {
   created_at: string;
 }
 
+/**
+ * The mails sent to Super Admins, one per event, under a key naming it (`services/mail-service.ts`):
+ * claimed before the mail leaves, so that one instance sends it.
+ */
+export interface MailNoticesTable {
+  key: string;
+  account_id: string;
+  created_at: string;
+}
+
 export interface Database {
   accounts: AccountsTable;
   departments: DepartmentsTable;
@@ -306,4 +316,5 @@ export interface Database {
   webhook_endpoints: WebhookEndpointsTable;
   webhook_attempts: WebhookAttemptsTable;
   webhook_acknowledged: WebhookAcknowledgedTable;
+  mail_notices: MailNoticesTable;
 }

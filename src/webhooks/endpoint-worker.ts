@@ -37,6 +37,15 @@ export interface EndpointSecrets {
   signingSecrets(row: LeasedEndpointRow, now: Date): Promise<string[]>;
 }
 
+/**
+ * Who is told when an endpoint has failed for an hour or was disabled by its deliveries
+ * (`MailService`, handed in by the composition root). Neither call waits for the telling.
+ */
+export interface EndpointNotices {
+  endpointFailing(endpoint: LeasedEndpointRow, failingSince: string, at: Date): void;
+  endpointDisabled(endpoint: LeasedEndpointRow, reason: string, stamp: string): void;
+}
+
 export interface WorkerOptions {
   db: Kysely<Database>;
   feed: DeliveryFeed;
@@ -47,6 +56,8 @@ export interface WorkerOptions {
   disableAfterHours: number;
   /** Changes read per batch: BATCH, unless a test needs reads cut short sooner. */
   batchSize?: number;
+  /** Who is told of an endpoint failing for an hour or disabled (the mail service); none without SMTP_URL. */
+  notices?: EndpointNotices | null;
   logger: {
     info(details: object, message: string): void;
     warn(details: object, message: string): void;
@@ -308,6 +319,8 @@ export class EndpointWorker implements EndpointStanding {
         // failed attempt with no retry scheduled.
         const held = await this.write();
         if (held && verdict.next === 'disable') await this.disable(row, verdict.reason);
+        if (held && verdict.next === 'retry')
+          this.host.options.notices?.endpointFailing(row, verdict.failingSince, made.at);
         return held && verdict.next === 'retry';
       }
       metrics.latency.observe(Math.max(0, (Date.now() - Date.parse(change.changed_at)) / 1000));
@@ -353,8 +366,10 @@ export class EndpointWorker implements EndpointStanding {
   }
 
   private async disable(row: LeasedEndpointRow, reason: string): Promise<void> {
-    await disableEndpoint(this.host.options.db, row, this.token, reason);
+    const stamp = await disableEndpoint(this.host.options.db, row, this.token, reason);
+    if (stamp === null) return;
     this.host.options.logger.warn({ endpoint: row.id, reason }, 'webhook endpoint disabled');
+    this.host.options.notices?.endpointDisabled(row, reason, stamp);
   }
 
   /** About `averageMs` (jittered by half either way), or until the worker stops. */

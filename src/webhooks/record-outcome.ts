@@ -72,7 +72,11 @@ export function passed(progress: Progress, known: Known, change: EventChange): v
 }
 
 /** After an attempt the receiver answered (or failed to): go on with the batch, or stop it. */
-export type Verdict = { next: 'continue' } | { next: 'retry' } | { next: 'disable'; reason: string };
+export type Verdict =
+  | { next: 'continue' }
+  /** `failingSince`: when the endpoint's failure began, for the mail once it lasts an hour. */
+  | { next: 'retry'; failingSince: string }
+  | { next: 'disable'; reason: string };
 
 export interface OutcomeContext {
   row: Pick<LeasedEndpointRow, 'id' | 'failing_since' | 'failed_attempts'>;
@@ -125,7 +129,7 @@ export function recordOutcome(
     failed_attempts: failures,
     next_attempt_at: next.toISOString(),
   };
-  return { next: 'retry' };
+  return { next: 'retry', failingSince };
 }
 
 /**
@@ -175,15 +179,18 @@ export function storedAfter(progress: Progress, before: StoredAcknowledged): Sto
   return progress.acknowledged.size > 0 ? 'held' : before;
 }
 
-/** Disables the endpoint for `reason` and gives up its lease, with an audit event; nothing if `token` lost it. */
+/**
+ * Disables the endpoint for `reason` and gives up its lease, with an audit event: the time written,
+ * or null (nothing done) if `token` lost it.
+ */
 export async function disableEndpoint(
   db: Kysely<Database>,
   row: Pick<LeasedEndpointRow, 'id' | 'account_id'>,
   token: string,
   reason: string,
-): Promise<void> {
+): Promise<string | null> {
   const stamp = new Date().toISOString();
-  await db.transaction().execute(async (trx) => {
+  return db.transaction().execute(async (trx) => {
     const held = await webhookRepository.updateLeased(trx, row.id, token, {
       state: 'disabled',
       disabled_reason: reason,
@@ -191,7 +198,7 @@ export async function disableEndpoint(
       lease_expires_at: null,
       updated_at: stamp,
     });
-    if (!held) return;
+    if (!held) return null;
     await auditRepository.insert(trx, {
       account_id: row.account_id,
       subject_type: 'webhook_endpoint',
@@ -201,5 +208,6 @@ export async function disableEndpoint(
       detail: reason,
       created_at: stamp,
     });
+    return stamp;
   });
 }

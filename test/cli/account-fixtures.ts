@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { type Kysely, SqliteAdapter, sql } from 'kysely';
 import * as oidc from 'openid-client';
+import { mailNoticeRepository } from '../../src/db/repositories/mail-notices.ts';
 import { webhookRepository } from '../../src/db/repositories/webhooks.ts';
 import type { Database } from '../../src/db/schema.ts';
 import { apiKeyService } from '../../src/services/api-key-service.ts';
@@ -123,8 +124,8 @@ export function accountRecords(accountId: string, incidents: number): Record<str
 /**
  * Fills an account: records imported by the CLI (then one incident deleted, which leaves a
  * tombstone and a holed block), a super admin signed in to the panel, keys (one revoked) with
- * usage and last use recorded, a webhook endpoint with delivery attempts and acknowledged
- * records, and an OAuth client a user authorized through the real pages, plus an authorization
+ * usage and last use recorded, a webhook endpoint with delivery attempts, acknowledged
+ * records and a mail notice, and an OAuth client a user authorized through the real pages, plus an authorization
  * left half-way (an interaction that names its client only in its payload).
  */
 export async function populateAccount(
@@ -181,6 +182,12 @@ export async function populateAccount(
   await webhookRepository.acknowledge(db, endpoint.id, [
     { record_type: 'incident', record_id: incidentIds[0] as string, created_seq: 1 },
   ]);
+  // A mail told of the endpoint's failure, as the mail service claims it before sending.
+  await mailNoticeRepository.claim(db, {
+    key: `webhook-failing:${endpoint.id}:2026-01-01T00:00:00.000Z`,
+    account_id: accountId,
+    created_at: new Date().toISOString(),
+  });
 
   const client = await seedClient(db, accountId);
   const user = await seedOauthUser(db, accountId, { role: 'admin' });

@@ -91,7 +91,7 @@ describe('recordOutcome', () => {
       sent({ status: 500, error: 'HTTP 500' }, 'http_error'),
       context(),
     );
-    assert.deepEqual(verdict, { next: 'retry' });
+    assert.deepEqual(verdict, { next: 'retry', failingSince: AT.toISOString() });
     assert.equal(progress.position, 4);
     assert.equal(progress.acknowledged.size, 0);
     assert.equal(progress.attempts.length, 1);

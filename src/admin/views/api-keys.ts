@@ -1,6 +1,6 @@
 import { API_KEY_SCOPES, type ApiKeyScope } from '../../auth/api-keys.ts';
 import type { AuditEventRow } from '../../db/repositories/audit-events.ts';
-import { AUDIT_PATH, INTEGRATIONS_PATH, KEYS_PATH } from '../../paths.ts';
+import { AUDIT_PATH, INTEGRATIONS_PATH, KEYS_PATH, keyPath } from '../../paths.ts';
 import {
   type ApiKeyView,
   KEY_LIST_STATES,
@@ -16,9 +16,7 @@ import { csrfField, type Page, type SignedIn } from './layout.ts';
 
 const EXPIRY_WARNING_MS = 7 * 24 * 3600 * 1000;
 
-export function keyPath(keyId: string): string {
-  return `${KEYS_PATH}/${encodeURIComponent(keyId)}`;
-}
+export { keyPath };
 
 const STATE_NAMES: Record<ApiKeyView['state'], string> = {
   active: 'Active',

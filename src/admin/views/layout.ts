@@ -5,15 +5,19 @@ import {
   ADMIN_ASSETS_PATH,
   ADMIN_PATH,
   AUDIT_PATH,
+  endpointPath,
   INTEGRATIONS_PATH,
   SIGN_OUT_PATH,
   WEBHOOKS_PATH,
 } from '../../paths.ts';
 import type { Flash } from '../sessions.ts';
+import type { EndpointAlert } from '../../services/mail-service.ts';
 
 export interface SignedIn {
   principal: AdminPrincipal;
   csrfToken: string;
+  /** Endpoints disabled or failing for an hour: a banner on every page until they recover. */
+  alerts?: EndpointAlert[];
 }
 
 export interface Page {
@@ -65,6 +69,21 @@ function header(signedIn: SignedIn | null | undefined): SafeHtml {
 </header>`;
 }
 
+/** The account's endpoints in trouble, each linked to its page: on every page until they recover. */
+function alertBanner(alerts: EndpointAlert[] | undefined): SafeHtml | null {
+  if (alerts === undefined || alerts.length === 0) return null;
+  return html`<section class="flash flash-error webhook-alerts" role="alert" aria-label="Webhook endpoints in trouble">
+  <ul>${alerts.map(
+    (alert) =>
+      html`<li>Webhook endpoint <a href="${endpointPath(alert.id)}">${alert.name}</a> ${
+        alert.problem === 'disabled'
+          ? 'is disabled: it receives nothing until it is enabled again.'
+          : `has failed every delivery since ${alert.since ?? ''}.`
+      }</li>`,
+  )}</ul>
+</section>`;
+}
+
 /** The pages of Settings › Integrations: the trail step each heads, and its link. */
 const INTEGRATIONS_PAGES = [
   { step: 'Integrations', label: 'API keys and OAuth clients', href: INTEGRATIONS_PATH },
@@ -110,6 +129,7 @@ export function layout(page: Page): string {
 <a class="skip-link" href="#main">Skip to content</a>
 ${header(page.signedIn)}
 <main id="main" tabindex="-1">
+${alertBanner(page.signedIn?.alerts)}
 ${trail}
 ${page.trail ? integrationsNav(page.trail) : null}
 ${page.flash ? flashBlock(page.flash) : null}

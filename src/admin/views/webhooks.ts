@@ -1,6 +1,6 @@
 import type { AuditEventRow } from '../../db/repositories/audit-events.ts';
 import { html, type SafeHtml } from '../../lib/html.ts';
-import { WEBHOOKS_PATH } from '../../paths.ts';
+import { endpointPath, WEBHOOKS_PATH } from '../../paths.ts';
 import {
   DEFAULT_OVERLAP_HOURS,
   type WebhookAttemptView,
@@ -14,9 +14,7 @@ import { csrfField, type Page, type SignedIn } from './layout.ts';
 /** The value the "restart from latest" confirmation posts; anything else enables without skipping. */
 export const FROM_LATEST_CONFIRMED = 'confirmed';
 
-export function endpointPath(endpointId: string): string {
-  return `${WEBHOOKS_PATH}/${encodeURIComponent(endpointId)}`;
-}
+export { endpointPath };
 
 export type EndpointWithAttempts = WebhookEndpointView & { attempts: WebhookAttemptView[] };
 

@@ -69,6 +69,7 @@ export type ErasedCounts = Record<ErasedTable, number>;
 
 /** The tables `erase` empties of the account's rows by their `account_id` alone, in its order. */
 const ERASED_BY_ACCOUNT_ID = [
+  'mail_notices',
   'webhook_endpoints',
   'audit_events',
   'incident_blocks',

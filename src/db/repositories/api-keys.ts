@@ -235,4 +235,21 @@ export const apiKeyRepository = repository('apiKeyRepository', {
       .where((eb) => eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<', usedAt)]))
       .execute();
   },
+
+  /**
+   * Usable keys expiring after `from` and by `to`, of every account: what the expiry mails warn of.
+   * A rolled key is left out: its successor carries on.
+   */
+  async expiringBetween(db: Kysely<Database>, from: string, to: string): Promise<ApiKeyRow[]> {
+    return db
+      .selectFrom('api_keys')
+      .select(API_KEY_COLUMNS)
+      .where('state', '=', 'active')
+      .where('rolled_to', 'is', null)
+      .where('expires_at', '>', from)
+      .where('expires_at', '<=', to)
+      .orderBy('expires_at')
+      .orderBy('id')
+      .execute();
+  },
 });

@@ -161,4 +161,18 @@ export const userRepository = repository('userRepository', {
       )
       .execute();
   },
+
+  /** The addresses of the account's active Super Admins (vendor support left out): who is told by mail. */
+  async superAdminEmails(db: Kysely<Database>, accountId: string): Promise<string[]> {
+    const rows = await db
+      .selectFrom('users')
+      .select('email')
+      .where('account_id', '=', accountId)
+      .where('role', '=', 'super_admin')
+      .where('active', '=', 1)
+      .where('vendor_support', '=', 0)
+      .orderBy('email')
+      .execute();
+    return rows.map((row) => row.email);
+  },
 });

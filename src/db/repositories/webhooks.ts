@@ -54,6 +54,27 @@ export const webhookRepository = repository('webhookRepository', {
       .execute();
   },
 
+  /** Whether any account has an endpoint: with no SMTP_URL, the start warns that failures go untold. */
+  async anyEndpoint(db: Kysely<Database>): Promise<boolean> {
+    return (await db.selectFrom('webhook_endpoints').select('id').limit(1).executeTakeFirst()) !== undefined;
+  },
+
+  /** The account's endpoints that are disabled, or failing since `failingBefore` or earlier: the panel's banner. */
+  async troubledByAccount(
+    db: Kysely<Database>,
+    accountId: string,
+    failingBefore: string,
+  ): Promise<Pick<WebhookEndpointRow, 'id' | 'url' | 'state' | 'disabled_reason' | 'failing_since'>[]> {
+    return db
+      .selectFrom('webhook_endpoints')
+      .select(['id', 'url', 'state', 'disabled_reason', 'failing_since'])
+      .where('account_id', '=', accountId)
+      .where((eb) => eb.or([eb('state', '=', 'disabled'), eb('failing_since', '<=', failingBefore)]))
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
+  },
+
   /**
    * Holds the account's endpoints still until the transaction ends, so that counting them and
    * adding one (or checking an edit against them) is one step: two creations at once cannot both

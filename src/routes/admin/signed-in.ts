@@ -6,6 +6,7 @@ import { type AdminSession, endSession, loadSession, takeFlash } from '../../adm
 import { layout, type Page, type SignedIn } from '../../admin/views/layout.ts';
 import { csrfFailurePage, refusalPage } from '../../admin/views/message-page.ts';
 import { SIGN_IN_PATH } from '../../paths.ts';
+import { endpointAlerts } from '../../services/mail-service.ts';
 import { sendPage } from './responses.ts';
 
 declare module 'fastify' {
@@ -16,7 +17,7 @@ declare module 'fastify' {
 }
 
 export function signedInAs(session: AdminSession): SignedIn {
-  return { principal: session.principal, csrfToken: session.csrfToken };
+  return { principal: session.principal, csrfToken: session.csrfToken, alerts: session.alerts ?? [] };
 }
 
 /** Renders a page of the signed-in area, with the one-time flash that was waiting for it. */
@@ -51,7 +52,8 @@ export function signedInArea(...areas: ((app: FastifyInstance) => Promise<void>)
         await endSession(request, reply, session);
         return sendPage(reply, 403, refusalPage(reason));
       }
-      request.adminSession = session;
+      const alerts = await endpointAlerts(request.server.db, session.principal.accountId, new Date());
+      request.adminSession = { ...session, alerts };
     });
 
     for (const area of areas) await app.register(area);
