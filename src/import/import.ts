@@ -1,4 +1,5 @@
 import { on } from 'node:events';
+import { MessageChannel } from 'node:worker_threads';
 import { stat } from 'node:fs/promises';
 import { extname } from 'node:path';
 import type { Kysely } from 'kysely';
@@ -6,11 +7,13 @@ import { DEFAULT_CHANGES_RETENTION_DAYS } from '../config.ts';
 import { refreshPlannerStatistics, withBulkWriteSettings } from '../db/database.ts';
 import { accountRepository } from '../db/repositories/accounts.ts';
 import {
+  type AccountIncidentKey,
   type IncidentInput,
   IncidentExistsError,
   type IncidentKey,
   incidentRepository,
   POSITION_BLOCK,
+  type RankedKey,
 } from '../db/repositories/incidents.ts';
 import { type AccountOwnedTable, existingOwners } from '../db/repositories/ownership.ts';
 import { type UserInput, userRepository } from '../db/repositories/users.ts';
@@ -30,12 +33,14 @@ import {
   type ValidRecord,
 } from './records.ts';
 import {
+  type KeysMessage,
   type PlacedRecord,
   type ReadControl,
   type ReadMessage,
   type ReadRequest,
   type SkippedCounts,
   unpackChunk,
+  unpackKeys,
 } from './source.ts';
 
 /**
@@ -75,9 +80,10 @@ interface IncidentChange {
   records: number;
   /**
    * How the account's incidents are placed (`placeIncident`): `up` from just above `topBefore` in
-   * the order they arrive, or, for a file newest first, `down` from `topBefore + room`.
+   * the order they arrive, for a file newest first `down` from `topBefore + room`, or, for a file
+   * out of order, `ranked`: just above `topBefore` at their ranks among the file's incidents.
    */
-  direction: 'up' | 'down';
+  direction: 'up' | 'down' | 'ranked';
   /** The account's first incident record while its batch is pending: the second one may still move it. */
   first: IncidentInput | null;
   /** Records taken before the account's first incident record. */
@@ -96,12 +102,70 @@ interface IncidentChange {
   newest: IncidentKey | null;
   /** Smallest key that arrived after a larger one; `null` while the records came in order. */
   disorderFrom: IncidentKey | null;
+  /** Ranked with ranks that turned out not to be the file's (`FileRanks.complete`): re-ranked whole. */
+  misranked: boolean;
 }
 
 /** Paging order: (created_at, id) ascending, as `rerank` counts it. */
 function compareKeys(a: IncidentKey, b: IncidentKey): number {
   if (a.created_at !== b.created_at) return a.created_at < b.created_at ? -1 : 1;
   return a.id === b.id ? 0 : a.id < b.id ? -1 : 1;
+}
+
+/** Ranked keys read from the store at a time: a batch's worth. */
+const RANKS_PER_READ = BATCH_SIZE;
+
+/**
+ * The ranks of a file's incidents in their accounts (`incidentRepository.rankKeys`), taken in file
+ * order as its incident records are, a read at a time. Each record taken is checked to have the
+ * key ranked at its place, so that ranks that are not the file's (a key read from the bytes that
+ * parsing reads otherwise, a file changed between its two readings) are found out, and the
+ * positions they gave made right at the end.
+ */
+class FileRanks {
+  private readonly db: Kysely<Database>;
+  private readonly total: number;
+  private page: RankedKey[] = [];
+  private next = 0;
+  private read = 0;
+  private matched = true;
+
+  constructor(db: Kysely<Database>, total: number) {
+    this.db = db;
+    this.total = total;
+  }
+
+  /** Whether the ranks read so far are taken and more are stored: `readMore` before `take`. */
+  get spent(): boolean {
+    return this.next === this.page.length && this.read < this.total;
+  }
+
+  async readMore(): Promise<void> {
+    this.page = await incidentRepository.rankedKeys(this.db, RANKS_PER_READ);
+    this.next = 0;
+    this.read += this.page.length;
+  }
+
+  /** The rank of the next incident record, `row`, which must be the one whose key was ranked there. */
+  take(row: AccountIncidentKey): number {
+    const ranked = this.page[this.next];
+    this.next += 1;
+    if (
+      ranked === undefined ||
+      ranked.id !== row.id ||
+      ranked.created_at !== row.created_at ||
+      ranked.account_id !== row.account_id
+    ) {
+      this.matched = false;
+      return 0;
+    }
+    return ranked.rank;
+  }
+
+  /** Whether every rank was taken, each by the incident it was for. */
+  get complete(): boolean {
+    return this.matched && this.next === this.page.length && this.read === this.total;
+  }
 }
 
 interface Pending<Row> {
@@ -139,21 +203,28 @@ class Batches {
   private recordsAtMost: number | null = null;
   /** The paging index's statement while it is dropped (`finish` builds it again). */
   private positionIndex: string | null = null;
+  /**
+   * Whether the file may still be ranked before it is written (`rankFile`): until an incident is
+   * written or the file is ranked.
+   */
+  private rankable: boolean;
+  /** The ranks of the file's incidents, once it turned out of order while none was written. */
+  private ranks: FileRanks | null = null;
 
   private readonly db: Kysely<Database>;
   private readonly newOnly: boolean;
-  private readonly countRecords: () => Promise<number>;
+  private readonly file: FileFacts;
 
   /**
    * @param newOnly write the records of the kinds that have `insertNew` with it: the transaction
    * fails (`IncidentExistsError`) at the first of those records whose id is stored
-   * @param countRecords an upper bound of the file's records, asked for once, when a file turns
-   * out to be newest first
+   * @param file what the reading can tell of the whole file, asked for only when needed
    */
-  constructor(db: Kysely<Database>, newOnly: boolean, countRecords: () => Promise<number>) {
+  constructor(db: Kysely<Database>, newOnly: boolean, file: FileFacts) {
     this.db = db;
     this.newOnly = newOnly;
-    this.countRecords = countRecords;
+    this.file = file;
+    this.rankable = incidentRepository.ranksBeforeWriting(db);
   }
 
   async start(): Promise<void> {
@@ -169,7 +240,7 @@ class Batches {
       this.pendingIds[record.type].has(record.row.id) ||
       (record.type !== 'account' && !this.lastSeq.has(record.row.account_id)) ||
       (record.type === 'incident' && !this.incidentChanges.has(record.row.account_id)) ||
-      (record.type === 'incident' && !record.deleted && this.needsRecordCount(record.row))
+      (record.type === 'incident' && !record.deleted && this.placementWaits(record.row))
     ) {
       return this.addAfterLookups(where, record);
     }
@@ -185,13 +256,18 @@ class Batches {
       await this.startAccountChange(record.row.account_id);
     }
     if (record.type === 'incident') await this.startIncidentChange(record.row.account_id);
-    if (record.type === 'incident' && !record.deleted && this.needsRecordCount(record.row)) {
-      this.recordsAtMost = await this.countRecords();
-      // Newest first from here: the paging index may be cheaper to build again at the end.
-      this.positionIndex = await incidentRepository.dropPositionIndexBefore(
-        this.db,
-        this.recordsAtMost - this.taken,
-      );
+    if (record.type === 'incident' && !record.deleted) {
+      if (this.wantsRanks(record.row)) {
+        await this.rankFile();
+      } else if (this.needsRecordCount(record.row)) {
+        this.recordsAtMost = await this.file.recordsAtMost();
+        // Newest first from here: the paging index may be cheaper to build again at the end.
+        this.positionIndex = await incidentRepository.dropPositionIndexBefore(
+          this.db,
+          this.recordsAtMost - this.taken,
+        );
+      }
+      if (this.ranks?.spent) await this.ranks.readMore();
     }
     this.take(where, record);
     if (this.size >= BATCH_SIZE) await this.flush();
@@ -274,7 +350,47 @@ class Batches {
       holedBlocks: new Set(),
       newest: storedNewest,
       disorderFrom: null,
+      misranked: false,
     });
+  }
+
+  /** Whether placing incident `row` needs the database or the reading first. */
+  private placementWaits(row: IncidentInput): boolean {
+    return this.ranks === null ? this.wantsRanks(row) || this.needsRecordCount(row) : this.ranks.spent;
+  }
+
+  /**
+   * Whether `row` breaks the order of its account's incidents in this file, none of which is
+   * written yet, while each is newer than the account's stored ones: then ranking the whole file
+   * first (`rankFile`) writes each incident once, at its place. A record that turns the account
+   * newest first does not: that order is placed as it comes. One older than a stored incident
+   * makes the account's older ranks change: it is re-ranked at the end whatever the file's order.
+   */
+  private wantsRanks(row: IncidentInput): boolean {
+    if (!this.rankable) return false;
+    const change = this.incidentChanges.get(row.account_id);
+    if (change === undefined || change.records === 0 || this.turnsDown(change, row)) return false;
+    if (change.storedNewest !== null && compareKeys(row, change.storedNewest) <= 0) return false;
+    return change.direction === 'down'
+      ? compareKeys(row, change.lowest as IncidentKey) >= 0
+      : compareKeys(row, change.newest as IncidentKey) <= 0;
+  }
+
+  /**
+   * Ranks the incidents of the whole file, read a second time for their keys alone, and places
+   * the ones taken so far (all pending: none is written) at their ranks; every incident after them
+   * takes its rank as it comes (`placeIncident`), so none has to be placed again at the end.
+   */
+  private async rankFile(): Promise<void> {
+    this.rankable = false;
+    const total = await incidentRepository.rankKeys(this.db, this.file.incidentKeys());
+    const ranks = new FileRanks(this.db, total);
+    for (const change of this.incidentChanges.values()) change.direction = 'ranked';
+    for (const { row } of this.pending.incident as Pending<IncidentInput>[]) {
+      if (ranks.spent) await ranks.readMore();
+      row.position = (this.incidentChanges.get(row.account_id) as IncidentChange).topBefore + ranks.take(row);
+    }
+    this.ranks = ranks;
   }
 
   /**
@@ -283,7 +399,7 @@ class Batches {
    * counted: the count is asked for only by a file newest first.
    */
   private needsRecordCount(row: IncidentInput): boolean {
-    if (this.recordsAtMost !== null) return false;
+    if (this.recordsAtMost !== null || this.ranks !== null) return false;
     const change = this.incidentChanges.get(row.account_id);
     return change !== undefined && this.turnsDown(change, row);
   }
@@ -310,6 +426,18 @@ class Batches {
    */
   private placeIncident(row: IncidentInput): void {
     const change = this.incidentChanges.get(row.account_id) as IncidentChange;
+    if (this.ranks !== null) {
+      change.direction = 'ranked';
+      change.records += 1;
+      row.position = change.topBefore + this.ranks.take(row);
+      if (
+        change.storedNewest !== null &&
+        compareKeys(row, change.storedNewest) <= 0 &&
+        (change.disorderFrom === null || compareKeys(row, change.disorderFrom) < 0)
+      )
+        change.disorderFrom = row;
+      return;
+    }
     if (change.records === 0) {
       change.first = row;
       change.firstAt = this.taken - 1;
@@ -344,11 +472,18 @@ class Batches {
     row.position = change.topBefore + change.records;
   }
 
-  /** Writes what is pending and builds the paging index again if it was dropped, before positions are settled. */
+  /**
+   * Writes what is pending and builds the paging index again if it was dropped, before positions
+   * are settled; ranks that were not all the file's mark the accounts they placed for re-ranking.
+   */
   async finish(): Promise<void> {
     await this.flush();
     if (this.positionIndex !== null) await incidentRepository.buildPositionIndex(this.db, this.positionIndex);
     this.positionIndex = null;
+    if (this.ranks === null) return;
+    await incidentRepository.dropRankedKeys(this.db);
+    if (this.ranks.complete) return;
+    for (const change of this.incidentChanges.values()) change.misranked = change.direction === 'ranked';
   }
 
   // Every pending record, in RECORD_KINDS' order: parents before children.
@@ -387,6 +522,8 @@ class Batches {
       // A short count says that the upsert refused some record; which one is looked up.
       if (kind.ownedIn !== null && written < batch.length) await this.checkOwnership(kind.ownedIn, owned);
     }
+    // Written where it was placed: from now on the file is too late to rank.
+    if (type === 'incident') this.rankable = false;
     if (type === 'incident' && this.tombstonesExist) {
       await incidentRepository.removeTombstones(
         this.db,
@@ -481,8 +618,8 @@ async function refreshAccounts(db: Kysely<Database>, batches: Batches, retention
 
 /**
  * Positions after the import's writes, as cheaply as they can be made right (docs/architecture.md):
- * - only new incidents, in order (oldest first, or newest first placed down), no holes anywhere:
- *   nothing to do, every guess was right;
+ * - only new incidents, in order (oldest first, or newest first placed down) or ranked before they
+ *   were written, no holes anywhere: nothing to do, every guess was right;
  * - only new incidents placed up with some out of order, no holes: re-rank from the first out of
  *   place;
  * - only new incidents in order, and deletions, older holes or positions left empty below those
@@ -498,7 +635,7 @@ async function settlePositions(
   const onlyInserts = incidentCount === change.before + change.records - change.removed;
   const holes = await incidentRepository.listHoleBlocks(db, accountId);
   const whole = holes.length > 0 || change.removed > 0 || change.direction === 'down';
-  if (!onlyInserts || (change.disorderFrom !== null && whole)) {
+  if (!onlyInserts || change.misranked || (change.disorderFrom !== null && whole)) {
     await incidentRepository.rerank(db, accountId, null);
   } else if (change.disorderFrom !== null) {
     await incidentRepository.rerank(db, accountId, change.disorderFrom);
@@ -540,7 +677,7 @@ export async function importFile(
       db.transaction().execute(async (trx) => {
         const skipped: SkippedCounts = {};
         const reading = readInWorker(request, skipped);
-        const batches = new Batches(trx, newOnly, reading.recordsAtMost);
+        const batches = new Batches(trx, newOnly, reading);
         await batches.start();
         for await (const chunk of reading.chunks) {
           for (const { where, record } of chunk) {
@@ -589,15 +726,21 @@ export async function importFile(
  */
 const NDJSON_WORKER_LIMITS = { maxYoungGenerationSizeMb: 8, maxOldGenerationSizeMb: 48 };
 
+/** What the reading can tell of the whole file when asked, beside its reading. */
+interface FileFacts {
+  /** An upper bound of the file's records, counted by the worker. */
+  recordsAtMost(): Promise<number>;
+  /** The keys of the file's incident records that write an incident, in file order (`incidentKeys`). */
+  incidentKeys(): AsyncGenerator<AccountIncidentKey[]>;
+}
+
 /** A file read by a worker thread (worker.ts). */
-interface WorkerReading {
+interface WorkerReading extends FileFacts {
   /**
    * The validated chunks. Each chunk taken is acknowledged so the worker can read further; the
    * worker ends when the reading does, or when the import stops early (a database check failed).
    */
   chunks: AsyncGenerator<PlacedRecord[]>;
-  /** An upper bound of the file's records, counted by the worker when asked, beside its reading. */
-  recordsAtMost(): Promise<number>;
 }
 
 function readInWorker(request: ReadRequest, skipped: SkippedCounts): WorkerReading {
@@ -639,5 +782,24 @@ function readInWorker(request: ReadRequest, skipped: SkippedCounts): WorkerReadi
       worker.on('message', heard).once('error', reject);
       control('count');
     });
-  return { chunks: chunks(), recordsAtMost };
+  // On a port of their own, so that the keys are never queued among the chunks.
+  async function* incidentKeys(): AsyncGenerator<AccountIncidentKey[]> {
+    const { port1, port2 } = new MessageChannel();
+    worker.postMessage({ keys: port2 } satisfies ReadControl, [port2]);
+    try {
+      // A worker that stops closes the port, which ends the messages.
+      for await (const [message] of on(port1, 'message', { close: ['close'] }) as AsyncIterable<
+        [KeysMessage]
+      >) {
+        if ('done' in message) return;
+        if ('failure' in message) throw cannotRead(message.failure);
+        port1.postMessage('taken');
+        yield unpackKeys(message.keys);
+      }
+      throw cannotRead('the reading stopped');
+    } finally {
+      port1.close();
+    }
+  }
+  return { chunks: chunks(), recordsAtMost, incidentKeys };
 }

@@ -3,6 +3,7 @@ import { USER_ROLES } from '../auth/roles.ts';
 import { type AccountInput, accountRepository } from '../db/repositories/accounts.ts';
 import { type ChangeStamp, deactivateMany } from '../db/repositories/change-stamp.ts';
 import {
+  type AccountIncidentKey,
   type IncidentInput,
   incidentRepository,
   type RemovedIncident,
@@ -258,6 +259,14 @@ export interface RecordKind<Row extends { id: string }> {
     | null;
 }
 
+/**
+ * The fields of an incident record that say where it is paged, as its validation reads them: so
+ * that an import can rank a file's incidents before it writes them (`incidentKeys`, source.ts).
+ */
+export function incidentKey(f: Fields, now: string): AccountIncidentKey {
+  return { id: f.uuid('id'), account_id: f.uuid('account_id'), created_at: f.dateTime('created_at', now) };
+}
+
 function namedResource(plural: 'departments' | 'locations'): RecordKind<NamedResourceInput> {
   return {
     plural,
@@ -369,8 +378,7 @@ export const RECORD_KINDS = {
       'updated_at',
     ],
     validate: (f, now) => {
-      const id = f.uuid('id');
-      const accountId = f.uuid('account_id');
+      const { id, account_id: accountId, created_at: createdAt } = incidentKey(f, now);
       const incidentNumber = f.text('incident_number', 30);
       if (!INCIDENT_NUMBER.test(incidentNumber)) {
         f.fail(
@@ -378,7 +386,6 @@ export const RECORD_KINDS = {
           `must look like INC-<year>-<sequence>, e.g. INC-2026-0042 (got "${incidentNumber}")`,
         );
       }
-      const createdAt = f.dateTime('created_at', now);
       return {
         id,
         account_id: accountId,

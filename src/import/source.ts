@@ -1,10 +1,14 @@
 import { createReadStream } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import type { MessagePort } from 'node:worker_threads';
+import { open, readFile } from 'node:fs/promises';
 import { StringDecoder } from 'node:string_decoder';
 import { InputError } from '../errors.ts';
+import type { AccountIncidentKey } from '../db/repositories/incidents.ts';
 import {
   EXPORT_ONLY_TYPES,
   type ExportOnlyType,
+  Fields,
+  incidentKey,
   RECORD_KINDS,
   RECORD_TYPES,
   type RecordType,
@@ -151,7 +155,7 @@ export async function countLines(path: string): Promise<number> {
   // Whether the last byte read was a `\r`, and whether it ended a line that has text.
   let afterCr = false;
   let lineOpen = false;
-  for await (const chunk of createReadStream(path, { highWaterMark: READ_BYTES * 8 })) {
+  for await (const chunk of createReadStream(path, { highWaterMark: READ_BYTES })) {
     const bytes = chunk as Buffer;
     if (bytes.length === 0) continue;
     // A `\r` ends a line unless a `\n` follows it, which then ends it.
@@ -170,7 +174,7 @@ export async function countLines(path: string): Promise<number> {
 const LF = 0x0a;
 const CR = 0x0d;
 
-async function* readJson(path: string, counted: RecordCount): AsyncGenerator<SourceRecord[]> {
+async function* readJson(path: string, parsed: ParsedJson): AsyncGenerator<SourceRecord[]> {
   let document: unknown;
   try {
     document = JSON.parse(await readFile(path, 'utf8'));
@@ -186,10 +190,12 @@ async function* readJson(path: string, counted: RecordCount): AsyncGenerator<Sou
     if (!(key in JSON_SECTIONS))
       throw new InputError(`"${key}" is not a section (expected ${Object.keys(JSON_SECTIONS).join(', ')})`);
   }
-  counted.records = Object.keys(JSON_SECTIONS).reduce((sum, section) => {
+  parsed.records = Object.keys(JSON_SECTIONS).reduce((sum, section) => {
     const records = (document as Record<string, unknown>)[section];
     return sum + (Array.isArray(records) ? records.length : 0);
   }, 0);
+  const incidents = (document as Record<string, unknown>)[RECORD_KINDS.incident.plural];
+  if (Array.isArray(incidents)) parsed.incidents = incidents;
   // Sections are read in dependency order whatever their order in the file.
   for (const [section, type] of Object.entries(JSON_SECTIONS)) {
     const records = (document as Record<string, unknown>)[section];
@@ -204,25 +210,26 @@ async function* readJson(path: string, counted: RecordCount): AsyncGenerator<Sou
   }
 }
 
-/** The records of a .json file, once it is parsed (`validatedChunks`). */
-export interface RecordCount {
+/** What a .json file holds, once it is parsed (`validatedChunks`): its records, and its incidents. */
+export interface ParsedJson {
   records?: number;
+  incidents?: unknown[];
 }
 
 /**
  * The validated records of a .json or .ndjson file, a chunk at a time. A bad record ends the
  * sequence: the valid records before it are yielded first, then its InputError is thrown, so the
  * consumer sees problems in file order whichever of them (file or database) it detects. A .json
- * file's records are counted in `counted` before its first chunk.
+ * file's records are counted, and its incidents kept, in `parsed` before its first chunk.
  */
 export async function* validatedChunks(
   path: string,
   format: '.json' | '.ndjson',
   now: string,
   skipped: SkippedCounts = {},
-  counted: RecordCount = {},
+  parsed: ParsedJson = {},
 ): AsyncGenerator<PlacedRecord[]> {
-  for await (const records of format === '.json' ? readJson(path, counted) : readNdjson(path, skipped)) {
+  for await (const records of format === '.json' ? readJson(path, parsed) : readNdjson(path, skipped)) {
     const chunk: PlacedRecord[] = [];
     try {
       for (const { where, type, value } of records) {
@@ -234,6 +241,145 @@ export async function* validatedChunks(
     }
     yield chunk;
   }
+}
+
+/**
+ * The keys (`incidentKey`) of the file's incident records that write an incident, in file order
+ * (deletions and other records are left out), a read's worth at a time: what an import ranks
+ * before it writes a file out of order (import.ts). Reading only the keys costs about as much as
+ * reading the bytes. A line whose record the reading will refuse is left out here: the import
+ * fails there anyway. A .json file's incidents are those `validatedChunks` kept in `parsed`.
+ *
+ * An NDJSON line as JSON.stringify writes it (every export) is read without decoding or parsing
+ * it: each field from the first `"name":"` in the line. That may not be what parsing the line
+ * gives (a name given twice, or written with escapes); the import checks each record it takes
+ * against its key (`FileRanks` in import.ts), and any line that does not read that way (no such
+ * field, an escape in the value, a deletion) is parsed and validated as the reading does.
+ */
+export async function* incidentKeys(
+  path: string,
+  format: '.json' | '.ndjson',
+  now: string,
+  parsed: ParsedJson,
+): AsyncGenerator<AccountIncidentKey[]> {
+  if (format === '.json') {
+    const incidents = parsed.incidents ?? [];
+    for (let start = 0; start < incidents.length; start += KEYS_PER_CHUNK) {
+      yield incidents.slice(start, start + KEYS_PER_CHUNK).flatMap((value) => {
+        if (typeof value !== 'object' || value === null) return [];
+        const f = new Fields('', value as Record<string, unknown>);
+        return attempt(() => (f.flag('deleted', false) === 1 ? null : incidentKey(f, now)));
+      });
+    }
+    return;
+  }
+  // One buffer for the whole reading: the lines are read where they were read into, and the file's
+  // bytes are not left to the garbage collector a read at a time.
+  const file = await open(path);
+  try {
+    let buffer = Buffer.allocUnsafe(READ_BYTES * 8);
+    // Bytes in `buffer`: the start of a line the last read did not end, then the new read.
+    let filled = 0;
+    for (;;) {
+      if (filled === buffer.length) {
+        // The reading refuses a line this long; the keys need not go further.
+        if (buffer.length > MAX_LINE_CHARS * 4) return;
+        const larger = Buffer.allocUnsafe(buffer.length * 2);
+        buffer.copy(larger, 0, 0, filled);
+        buffer = larger;
+      }
+      const { bytesRead } = await file.read(buffer, filled, buffer.length - filled, null);
+      const bytes = buffer.subarray(0, filled + bytesRead);
+      const keys: AccountIncidentKey[] = [];
+      if (bytesRead === 0) {
+        if (filled > 0) lineKeys(bytes, now, keys);
+        yield keys;
+        return;
+      }
+      let start = 0;
+      for (let end = bytes.indexOf(LF); end !== -1; start = end + 1, end = bytes.indexOf(LF, start)) {
+        lineKeys(bytes.subarray(start, end), now, keys);
+      }
+      filled = bytes.copy(buffer, 0, start);
+      yield keys;
+    }
+  } finally {
+    await file.close();
+  }
+}
+
+/** Keys per chunk of a .json file's incidents: about as many as a read of NDJSON holds. */
+const KEYS_PER_CHUNK = 2000;
+
+/** The key `read` gives, none if it throws (the record is refused) or gives null (not an incident). */
+function attempt(read: () => AccountIncidentKey | null): AccountIncidentKey[] {
+  try {
+    const key = read();
+    return key === null ? [] : [key];
+  } catch {
+    return [];
+  }
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+/** How each field a key needs starts in a line as JSON.stringify writes it. */
+const STARTS = {
+  type: Buffer.from('"type":"'),
+  id: Buffer.from('"id":"'),
+  account_id: Buffer.from('"account_id":"'),
+  created_at: Buffer.from('"created_at":"'),
+};
+const DELETED = Buffer.from('"deleted"');
+
+/**
+ * Adds the key of the record on `line` (bytes between two `\n`, as `readLines` splits them) to
+ * `keys` if it is an incident's: read from the bytes when it can be (`incidentKeys`), otherwise
+ * parsed and validated.
+ */
+function lineKeys(line: Buffer, now: string, keys: AccountIncidentKey[]): void {
+  const type = plainString(line, STARTS.type);
+  if (type !== null && type !== 'incident') return;
+  if (type !== null && line.indexOf(DELETED) === -1) {
+    const id = plainString(line, STARTS.id);
+    const accountId = plainString(line, STARTS.account_id);
+    const createdAt = plainString(line, STARTS.created_at);
+    if (id !== null && accountId !== null && createdAt !== null) {
+      const f = new Fields('', { id, account_id: accountId, created_at: createdAt });
+      const [key] = attempt(() => incidentKey(f, now));
+      if (key !== undefined) {
+        keys.push(key);
+        return;
+      }
+    }
+  }
+  for (const each of line.toString('utf8').split(LINE_BREAK)) {
+    if (each.trim() === '') continue;
+    keys.push(
+      ...attempt(() => {
+        const record = parseLine(each, '');
+        if (typeof record === 'string' || record.type !== 'incident') return null;
+        const valid = validateRecord(record.type, record.value, '', now);
+        if (valid.type !== 'incident' || valid.deleted) return null;
+        const { id, account_id: accountId, created_at: createdAt } = valid.row;
+        return { id, account_id: accountId, created_at: createdAt };
+      }),
+    );
+  }
+}
+
+/**
+ * The string after the first `start` (`"name":"`) in `line`, when it holds no backslash and is
+ * ASCII (as an id, a date-time or a type is); otherwise null.
+ */
+function plainString(line: Buffer, start: Buffer): string | null {
+  const at = line.indexOf(start);
+  if (at === -1) return null;
+  const from = at + start.length;
+  const to = line.indexOf(QUOTE, from);
+  if (to === -1) return null;
+  for (let i = from; i < to; i += 1) if ((line[i] as number) >= 0x80 || line[i] === BACKSLASH) return null;
+  return line.toString('latin1', from, to);
 }
 
 /** What `worker.ts` is asked to read. */
@@ -297,10 +443,33 @@ export type ReadMessage =
   | { recordsAtMost: number };
 
 /**
- * What the main thread tells `worker.ts`: a chunk was taken (it may read further), or it wants
- * `recordsAtMost`.
+ * What the main thread tells `worker.ts`: a chunk was taken (it may read further), it wants
+ * `recordsAtMost`, or it wants the file's incident keys (`incidentKeys`) on a port of their own.
  */
-export type ReadControl = 'taken' | 'count';
+export type ReadControl = 'taken' | 'count' | { keys: MessagePort };
+
+/**
+ * What `worker.ts` posts on the keys' port: keys as flat values (account, creation time and id of
+ * one incident after another), then `done` or the failure that ended the reading. The main thread
+ * answers each chunk it has taken with `taken`.
+ */
+export type KeysMessage = { keys: string[] } | { done: true } | { failure: string };
+
+export function packKeys(keys: AccountIncidentKey[]): string[] {
+  return keys.flatMap((key) => [key.account_id, key.created_at, key.id]);
+}
+
+export function unpackKeys(values: string[]): AccountIncidentKey[] {
+  const keys: AccountIncidentKey[] = [];
+  for (let i = 0; i < values.length; i += 3) {
+    keys.push({
+      account_id: values[i] as string,
+      created_at: values[i + 1] as string,
+      id: values[i + 2] as string,
+    });
+  }
+  return keys;
+}
 
 /**
  * Chunks the worker may post before the main thread has taken them (it answers each one it takes),

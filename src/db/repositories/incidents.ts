@@ -235,6 +235,17 @@ async function positionIndexToRebuild(db: Kysely<Database>, rows: number): Promi
   return index.rows[0]?.sql ?? null;
 }
 
+/** A file's incident keys in file order (`ord` from 1), while an import ranks them (`rankKeys`). */
+const KEYS_TABLE = 'import_incident_keys';
+/** Each of those keys with its rank in its account, in file order (`rankKeys`). */
+const RANKS_CURSOR = 'import_incident_ranks';
+
+/** An incident's account and paging key, as an import reads it from its file. */
+export type AccountIncidentKey = IncidentKey & { account_id: string };
+
+/** An incident of the file, by its place among the file's incidents: its key and its rank in its account. */
+export type RankedKey = AccountIncidentKey & { rank: number };
+
 export const incidentRepository = repository('incidentRepository', {
   /**
    * The `count` incidents at or below position `highest`, newest first: an index range read on
@@ -484,6 +495,58 @@ export const incidentRepository = repository('incidentRepository', {
 
   async buildPositionIndex(db: Kysely<Database>, statement: string): Promise<void> {
     await sql.raw(statement).execute(db);
+  },
+
+  /**
+   * Whether an import ranks a file out of order before writing it (`rankKeys`) rather than
+   * re-ranking what it wrote (`rerank`): on PostgreSQL, where re-ranking writes a new version of
+   * every row it moves, with an entry in each index (docs/performance.md, "Import order"). On
+   * SQLite, re-ranking rewrites pages in place and was faster, and the sorts of ranking first grew
+   * the process past its memory bound.
+   */
+  ranksBeforeWriting(db: Kysely<Database>): boolean {
+    return !(db.getExecutor().adapter instanceof SqliteAdapter);
+  },
+
+  /**
+   * Ranks an import's incidents before it writes them (PostgreSQL: `ranksBeforeWriting`). `keys`
+   * are the keys of the file's incident records in file order; each is ranked in its account by
+   * (created_at, id), as paging orders them, by PostgreSQL (a temporary table, filled with COPY,
+   * and a cursor over it), so that a file of any size is sorted outside the process's memory.
+   * Returns the number of keys, read back in file order with their ranks by `rankedKeys`; the
+   * cursor and table last until `dropRankedKeys` or the end of the transaction.
+   */
+  async rankKeys(db: Kysely<Database>, keys: AsyncIterable<AccountIncidentKey[]>): Promise<number> {
+    await sql`CREATE TEMPORARY TABLE ${sql.id(KEYS_TABLE)} (
+      ord integer NOT NULL, account_id text NOT NULL, created_at text NOT NULL, id text NOT NULL
+    ) ON COMMIT DROP`.execute(db);
+    const columns = ['ord', 'account_id', 'created_at', 'id'] as const;
+    let added = 0;
+    for await (const chunk of keys) {
+      if (chunk.length === 0) continue;
+      const rows = chunk.map((key) => ({ ...key, ord: (added += 1) }));
+      await db.executeQuery(copyInOnPostgres(KEYS_TABLE, columns, copyText(rows, columns)));
+    }
+    // Both sorts run at the first FETCH, in PostgreSQL's work memory or its temporary files.
+    await sql`DECLARE ${sql.id(RANKS_CURSOR)} NO SCROLL CURSOR FOR
+      SELECT row_number() OVER (PARTITION BY account_id ORDER BY created_at, id) AS rank, account_id, created_at, id
+      FROM ${sql.id(KEYS_TABLE)} ORDER BY ord`.execute(db);
+    return added;
+  },
+
+  /** The next `count` ranked keys (`rankKeys`), in file order. */
+  async rankedKeys(db: Kysely<Database>, count: number): Promise<RankedKey[]> {
+    const ranked = await sql<RankedKey>`FETCH FORWARD ${sql.lit(count)} FROM ${sql.id(RANKS_CURSOR)}`.execute(
+      db,
+    );
+    // row_number() is a bigint, which pg reads as a string.
+    return ranked.rows.map((row) => ({ ...row, rank: Number(row.rank) }));
+  },
+
+  /** Drops what `rankKeys` made, at the end of the import that read it. */
+  async dropRankedKeys(db: Kysely<Database>): Promise<void> {
+    await sql`CLOSE ${sql.id(RANKS_CURSOR)}`.execute(db);
+    await sql`DROP TABLE ${sql.id(KEYS_TABLE)}`.execute(db);
   },
 
   async countForAccount(db: Kysely<Database>, accountId: string): Promise<number> {
