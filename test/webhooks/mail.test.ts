@@ -55,8 +55,8 @@ for (const store of STORES) {
         actor: 'test',
       });
       await importRecords(ctx, [incident(accountId, randomUUID(), 1), incident(accountId, randomUUID(), 2)]);
-      await until(async () => (await show(endpoint.id)).state === 'disabled', 5000, 'disabled');
-      await until(() => mailsTo(admin).length > 0, 5000, 'the mail');
+      await until(async () => (await show(endpoint.id)).state === 'disabled', 60_000, 'disabled');
+      await until(() => mailsTo(admin).length > 0, 60_000, 'the mail');
       await ctx.runtime.mail?.idle();
       const mails = mailsTo(admin);
       assert.equal(mails.length, 1);
@@ -82,7 +82,7 @@ for (const store of STORES) {
         .where('id', '=', endpoint.id)
         .execute();
       await importRecords(ctx, [incident(accountId, randomUUID(), 1)]);
-      await until(() => mailsTo(admin).length > 0, 10_000, 'the mail');
+      await until(() => mailsTo(admin).length > 0, 60_000, 'the mail');
       // Two more attempts, each brought forward instead of waiting minutes for the retry: the retry
       // made due, and a new change that wakes the account's worker.
       for (const attempts of [2, 3]) {
@@ -94,7 +94,7 @@ for (const store of STORES) {
         await importRecords(ctx, [incident(accountId, randomUUID(), attempts)]);
         await until(
           async () => (await show(endpoint.id)).attempts.length >= attempts,
-          10_000,
+          60_000,
           `attempt ${attempts}`,
         );
       }
