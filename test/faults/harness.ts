@@ -226,12 +226,22 @@ export function ownDatabaseName(databaseUrl: string): string {
   return name;
 }
 
-/** Ends every session on the test's own database (never on any other). */
+/**
+ * Ends every session on the test's own database (never on any other), and returns once each of
+ * those backends has exited: `pg_terminate_backend` alone only signals, and a loaded machine can
+ * take a while to schedule the exit, so a connection that looked idle and alive to the app would
+ * die under the test's next request, after the fault was meant to be over.
+ */
 export async function terminateBackends(databaseUrl: string): Promise<void> {
   const name = ownDatabaseName(databaseUrl);
-  await withAdminClient((client) =>
-    client.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1', [name]),
+  const { rows } = await withAdminClient((client) =>
+    client.query<{ pid: number; ended: boolean }>(
+      'select pid, pg_terminate_backend(pid, 30000) as ended from pg_stat_activity where datname = $1',
+      [name],
+    ),
   );
+  const alive = rows.filter((row) => !row.ended).map((row) => row.pid);
+  if (alive.length > 0) throw new Error(`backends ${alive.join(', ')} still running 30 s after termination`);
 }
 
 /** Runs `request` and measures how long it took. */
