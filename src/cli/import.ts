@@ -3,7 +3,7 @@ import { ConfigError } from '../config.ts';
 import { StoreUnavailableError } from '../db/store-health.ts';
 import { InputError } from '../errors.ts';
 import type { ImportSummary } from '../import/import.ts';
-import { EXPORT_ONLY_TYPES, RECORD_KINDS, RECORD_TYPES } from '../import/records.ts';
+import { EXPORT_ONLY_TYPES, RECORD_FORMS, RECORD_TYPES } from '../import/validation.ts';
 import { startWorker } from '../lib/worker-thread.ts';
 import type { Command, Io } from './command.ts';
 
@@ -58,7 +58,7 @@ async function importInWorker(path: string, io: Io): Promise<ImportSummary> {
   }
 }
 
-const IMPORTED = RECORD_TYPES.map((type) => RECORD_KINDS[type].plural);
+const IMPORTED = RECORD_TYPES.map((type) => RECORD_FORMS[type].plural);
 
 export const importCommand: Command = {
   name: 'import',
@@ -71,10 +71,10 @@ export const importCommand: Command = {
     const counts = await importInWorker(args[0] as string, io);
     const deleted = RECORD_TYPES.filter((type) => counts.deleted[type] !== undefined);
     io.out(
-      `Imported ${RECORD_TYPES.map((type) => `${counts[type]} ${RECORD_KINDS[type].plural}`).join(', ')}` +
+      `Imported ${RECORD_TYPES.map((type) => `${counts[type]} ${RECORD_FORMS[type].plural}`).join(', ')}` +
         (deleted.length === 0
           ? '.'
-          : `; deleted ${deleted.map((type) => `${counts.deleted[type]} ${RECORD_KINDS[type].plural}`).join(', ')}.`),
+          : `; deleted ${deleted.map((type) => `${counts.deleted[type]} ${RECORD_FORMS[type].plural}`).join(', ')}.`),
     );
     const skipped = EXPORT_ONLY_TYPES.filter((type) => counts.skipped?.[type] !== undefined);
     if (skipped.length > 0) {

@@ -21,17 +21,16 @@ import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
 import { startWorker } from '../lib/worker-thread.ts';
 import { inSpan } from '../telemetry/tracing.ts';
+import { RECORD_WRITERS, type RecordWriter, type Stamped } from './records.ts';
 import {
   perRecordType,
-  RECORD_KINDS,
+  RECORD_FORMS,
   RECORD_TYPES,
-  type RecordKind,
   type RecordRef,
   type RecordType,
   type RowOf,
-  type Stamped,
   type ValidRecord,
-} from './records.ts';
+} from './validation.ts';
 import {
   type KeysMessage,
   type PlacedRecord,
@@ -486,7 +485,7 @@ class Batches {
     for (const change of this.incidentChanges.values()) change.misranked = change.direction === 'ranked';
   }
 
-  // Every pending record, in RECORD_KINDS' order: parents before children.
+  // Every pending record, in RECORD_FORMS' order: parents before children.
   /** Writes every pending record (a span per batch, with tracing on). */
   flush(): Promise<void> {
     return inSpan('import.batch', { attributes: { 'import.records': this.size } }, () => this.writeBatch());
@@ -510,7 +509,7 @@ class Batches {
   private async write<T extends RecordType>(type: T, now: string): Promise<void> {
     const batch = this.pending[type] as Pending<RowOf<T>>[];
     if (batch.length === 0) return;
-    const kind = RECORD_KINDS[type] as RecordKind<RowOf<T>>;
+    const kind = RECORD_WRITERS[type] as RecordWriter<RowOf<T>>;
     const owned = batch as Pending<RecordRef>[];
     if (kind.ownedIn !== null && !kind.upsertRefusesMoves) await this.checkOwnership(kind.ownedIn, owned);
     if (type === 'user') await this.checkEmailsFree(batch as Pending<UserInput>[]);
@@ -536,7 +535,7 @@ class Batches {
   private async remove(type: RecordType): Promise<void> {
     const batch = this.pendingDeletions[type];
     if (batch.length === 0) return;
-    const kind = RECORD_KINDS[type] as RecordKind<{ id: string }>;
+    const kind = RECORD_WRITERS[type] as RecordWriter<{ id: string }>;
     if (kind.remove === null || kind.ownedIn === null) throw new Error(`${type} records cannot be deleted`);
     await this.checkOwnership(kind.ownedIn, batch);
     const removed = await kind.remove(
@@ -711,7 +710,7 @@ export async function importFile(
   );
   await refreshPlannerStatistics(
     db,
-    bulk.map((type) => RECORD_KINDS[type].plural as keyof Database),
+    bulk.map((type) => RECORD_FORMS[type].plural as keyof Database),
   );
   return summary;
 }

@@ -9,12 +9,12 @@ import {
   type ExportOnlyType,
   Fields,
   incidentKey,
-  RECORD_KINDS,
+  RECORD_FORMS,
   RECORD_TYPES,
   type RecordType,
   type ValidRecord,
   validateRecord,
-} from './records.ts';
+} from './validation.ts';
 
 /**
  * Reading an import file: its records, parsed and validated, in file order, a read's worth at a
@@ -36,7 +36,7 @@ interface SourceRecord {
 
 /** The sections of a .json file and the record type each holds, in dependency order. */
 const JSON_SECTIONS: Record<string, RecordType> = Object.fromEntries(
-  RECORD_TYPES.map((type) => [RECORD_KINDS[type].plural, type]),
+  RECORD_TYPES.map((type) => [RECORD_FORMS[type].plural, type]),
 );
 
 /**
@@ -194,7 +194,7 @@ async function* readJson(path: string, parsed: ParsedJson): AsyncGenerator<Sourc
     const records = (document as Record<string, unknown>)[section];
     return sum + (Array.isArray(records) ? records.length : 0);
   }, 0);
-  const incidents = (document as Record<string, unknown>)[RECORD_KINDS.incident.plural];
+  const incidents = (document as Record<string, unknown>)[RECORD_FORMS.incident.plural];
   if (Array.isArray(incidents)) parsed.incidents = incidents;
   // Sections are read in dependency order whatever their order in the file.
   for (const [section, type] of Object.entries(JSON_SECTIONS)) {

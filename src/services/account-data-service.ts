@@ -18,7 +18,7 @@ import {
 import { type AccountRow, accountRepository } from '../db/repositories/accounts.ts';
 import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
-import type { ExportOnlyType, RecordType } from '../import/records.ts';
+import type { ExportOnlyType, RecordType } from '../import/validation.ts';
 import { toView as toKeyView } from './api-key-service.ts';
 import { grantOf } from './oauth-client-service.ts';
 

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import type { FastifyInstance } from 'fastify';
-import { EXPORT_ONLY_TYPES, RECORD_TYPES } from '../../src/import/records.ts';
+import { EXPORT_ONLY_TYPES, RECORD_TYPES } from '../../src/import/validation.ts';
 import { accountDataService } from '../../src/services/account-data-service.ts';
 import { createTestContext, runCli, STORES, seedKey, type TestContext } from '../helpers.ts';
 import { type OauthServer, startOauthServer } from '../oauth/harness.ts';

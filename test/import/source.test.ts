@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { test } from 'node:test';
-import { validateRecord } from '../../src/import/records.ts';
+import { validateRecord } from '../../src/import/validation.ts';
 import { type PlacedRecord, packChunk, unpackChunk } from '../../src/import/source.ts';
 
 test('a chunk of mixed record types survives packing for the worker message unchanged', () => {
