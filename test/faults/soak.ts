@@ -75,6 +75,84 @@ interface Delivery {
   at: number;
 }
 
+/**
+ * The acknowledgments the store kept: the webhook-ids of the 2xx attempts in the delivery log,
+ * which each worker writes in one transaction with its endpoint's position and what the receiver
+ * now knows. An acknowledgment the receiver gave but the log never held was lost with an instance
+ * (killed after the POST, before the write). Read every 250 ms, far more often than the log drops
+ * an endpoint's attempts beyond its newest 100 (an endpoint makes a few per second at most).
+ */
+class KeptAcknowledgments {
+  readonly webhookIds = new Set<string>();
+  /** The longest time between two reads that answered, in ms. */
+  longestGapMs = 0;
+  private lastId = 0;
+  private running = true;
+  private loop: Promise<void> = Promise.resolve();
+  private readonly read: (after: number) => Promise<{ id: number; webhook_id: string }[]>;
+  private readonly close: () => Promise<void>;
+
+  constructor(store: Store, url: string) {
+    const query =
+      'select id, webhook_id from webhook_attempts where id > $after and status >= 200 and status < 300 order by id';
+    if (store === 'sqlite') {
+      const db = new SqliteDatabase(url.slice('sqlite:'.length), { readonly: true, fileMustExist: true });
+      const statement = db.prepare<{ after: number }, { id: number; webhook_id: string }>(query);
+      this.read = async (after) => statement.all({ after });
+      this.close = async () => void db.close();
+    } else {
+      const client = new pg.Client({ connectionString: url });
+      const connected = client.connect();
+      this.read = async (after) => {
+        await connected;
+        return (
+          await client.query<{ id: number; webhook_id: string }>(query.replace('$after', '$1'), [after])
+        ).rows;
+      };
+      this.close = () => client.end();
+    }
+  }
+
+  start(): void {
+    this.loop = (async () => {
+      let answeredAt = Date.now();
+      while (this.running) {
+        try {
+          await this.poll();
+          this.longestGapMs = Math.max(this.longestGapMs, Date.now() - answeredAt);
+          answeredAt = Date.now();
+        } catch {
+          // Read again at the next turn; the gap is measured.
+        }
+        await sleep(250);
+      }
+    })();
+  }
+
+  private async poll(): Promise<void> {
+    for (const row of await this.read(this.lastId)) {
+      this.webhookIds.add(row.webhook_id);
+      this.lastId = Math.max(this.lastId, Number(row.id));
+    }
+  }
+
+  private stopped: Promise<void> | null = null;
+
+  /** Stops reading, after one last read of everything kept by now. */
+  stop(): Promise<void> {
+    this.stopped ??= (async () => {
+      this.running = false;
+      await this.loop;
+      try {
+        await this.poll();
+      } finally {
+        await this.close();
+      }
+    })();
+    return this.stopped;
+  }
+}
+
 /** A webhook receiver of the soak's: records every event it acknowledged. */
 class Receiver {
   readonly acked: Delivery[] = [];
@@ -166,6 +244,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const work = mkdtempSync(join(tmpdir(), 'safety-api-soak-'));
   let redis: OwnRedis | null = null;
   const relay = store === 'postgres' ? await startRelay(database.url) : null;
+  let kept: KeptAcknowledgments | null = null;
   const instances: (ServerProcess | null)[] = [null, null];
   const logs: string[] = [];
   const receivers = [
@@ -233,6 +312,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       if (made.code !== 0) throw new Error(`webhooks create failed: ${made.stderr}`);
       endpointSecrets.push((JSON.parse(made.stdout) as { secret: string }).secret);
     }
+    kept = new KeptAcknowledgments(store, database.url);
+    kept.start();
 
     const startInstance = async (i: number) => {
       instances[i] = await startServer(serverEnv);
@@ -599,6 +680,12 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       await sleep(500);
     }
     await follow(true);
+    await kept.stop();
+    const keptIds = kept.webhookIds;
+    count('longest wait for the delivery log (ms)', kept.longestGapMs);
+    // Past about 10 s, an endpoint could have made more attempts than the log keeps between two
+    // reads: an acknowledgment the store kept could then go unseen and excuse a wrong type.
+    if (kept.longestGapMs > 10_000) violate(`the delivery log went unread for ${kept.longestGapMs} ms`);
 
     // The final state, as every reader sees it.
     const final = new Map([...model].map(([id, versions]) => [id, versions.at(-1)?.description ?? null]));
@@ -660,26 +747,22 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       let lastRepeatAt = 0;
       const when = (ms: number) => `${((ms - started) / 1000).toFixed(1)} s`;
       let lastSeq = 0;
-      // The repeats received, in order: each tells that the endpoint's stored position was below
-      // its seq when it was sent again (its acknowledgment was lost with the instance's progress).
-      const repeats: { index: number; seq: number }[] = [];
-      const ackedAt = new Map<string, number>();
       /**
-       * Whether the acknowledgment of the last event of `id` was lost: a repeat sent after it, of an
-       * earlier seq, shows that the position the resend started from lay below that event.
+       * Whether the store knows that the receiver holds each record: it held it from the start, or
+       * the delivery log (written in one transaction with the position and what the receiver
+       * knows) kept an acknowledgment of one of its events since it last entered the view. Where
+       * not, every such acknowledgment was lost with an instance killed before it wrote it.
+       * (A repeat of an earlier event coming after one is no proof of that: the repeat may have
+       * been kept, and the acknowledgment with it.)
        */
-      const ackLost = (id: string) => {
-        const index = ackedAt.get(id) ?? Number.POSITIVE_INFINITY;
-        const seq = lastOf.get(id)?.seq ?? 0;
-        return repeats.some((repeat) => repeat.index > index && repeat.seq < seq);
-      };
-      for (const [index, delivery] of receiver.acked.entries()) {
+      const storeKnows = new Map(liveAtStart.map((id) => [id, true]));
+      const ackLost = (id: string) => storeKnows.get(id) !== true;
+      for (const delivery of receiver.acked) {
         // A repeat of an acknowledged event (an instance killed before it wrote the position) is
         // the same event: at least once, with the same webhook-id.
         if (done.has(delivery.webhookId)) {
           count(`${receiver.name}: repeats after a 2xx`);
           lastRepeatAt = delivery.at;
-          repeats.push({ index, seq: delivery.seq });
           continue;
         }
         done.add(delivery.webhookId);
@@ -704,11 +787,18 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
               `(seq ${delivery.seq} at ${when(delivery.at)}; its last acknowledged event was seq ${lastOf.get(delivery.id)?.seq} ` +
               `${lastOf.get(delivery.id)?.type} at ${when(lastOf.get(delivery.id)?.at ?? started)}; last repeat after a 2xx at ${when(lastRepeatAt || started)})`,
           );
-        if (action === 'deleted') known.delete(delivery.id);
-        else known.add(delivery.id);
+        if (action === 'deleted') {
+          known.delete(delivery.id);
+          storeKnows.delete(delivery.id);
+        } else {
+          known.add(delivery.id);
+          storeKnows.set(
+            delivery.id,
+            storeKnows.get(delivery.id) === true || keptIds.has(delivery.webhookId),
+          );
+        }
         last.set(delivery.id, action === 'deleted' ? null : delivery.description);
         lastOf.set(delivery.id, delivery);
-        ackedAt.set(delivery.id, index);
       }
       for (const [id, versions] of model) {
         if (versions.length < 2) continue;
@@ -752,6 +842,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     count('log lines', text.split('\n').length);
     return { violations, counts };
   } finally {
+    await kept?.stop().catch(() => {});
     for (let i = 0; i < instances.length; i += 1) await instances[i]?.stop();
     for (const receiver of receivers) await receiver.stop();
     await redis?.stop();
