@@ -1,7 +1,7 @@
 // `npm test`: every test/**/*.test.ts file under node's test runner (TypeScript through Node's own type stripping). Extra arguments
 // select files by substring.
 import { createWriteStream, readdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { finished } from 'node:stream/promises';
 import { run } from 'node:test';
 import { spec, tap } from 'node:test/reporters';
@@ -36,6 +36,10 @@ const templates = await createTemplates(stores);
 // The runner's API rather than `node --test`, which sorts the files it is given by name: each test
 // file runs in a process of its own (TypeScript through Node's own type stripping), three at a time, in the order above.
 Object.assign(process.env, templates.env);
+// Every process of the run (test files, and the servers and commands they start) keeps V8's
+// compiled code of the modules it loads in .cache/compile and starts from it: a test file's
+// process loads about 1,850 modules, 0.83 CPU-s without it, 0.52 with (test/README.md).
+process.env.NODE_COMPILE_CACHE ??= resolve('.cache', 'compile');
 const cancel = new AbortController();
 // Ctrl-C reaches the test processes too (same process group): the run ends, then the templates go.
 process.on('SIGINT', () => cancel.abort());
