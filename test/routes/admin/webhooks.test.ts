@@ -179,7 +179,8 @@ for (const store of STORES) {
         webhook_id: `msg_${i}`,
         type: 'incident.created',
         seq: i,
-        at: new Date(Date.UTC(2026, 2, 1, 10, i)).toISOString(),
+        // Within the log's 30 days: older attempts are not kept.
+        at: new Date(Date.now() - (60 - i) * 60_000).toISOString(),
         status: i % 2 === 0 ? 503 : null,
         duration_ms: 100 + i,
         error: i % 2 === 0 ? `HTTP 503: <b>down</b> ${i}` : 'ECONNREFUSED: connect ECONNREFUSED',
