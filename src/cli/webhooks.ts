@@ -2,8 +2,11 @@ import { parseArgs } from 'node:util';
 import { InputError } from '../errors.ts';
 import { buildServices } from '../services/services.ts';
 import {
+  ATTEMPTS_SHOWN,
+  OUTCOME_FILTERS,
   type WebhookEndpointView,
   type WebhookService,
+  parseAttemptQuery,
   parseOverlapHours,
 } from '../services/webhook-service.ts';
 import { EVENT_TYPES } from '../webhooks/events.ts';
@@ -107,20 +110,38 @@ const list: Command = {
     ),
 };
 
+const SHOW_USAGE =
+  'usage: safety-api webhooks show ENDPOINT_ID [--outcome OUTCOME] [--type TYPES] [--limit N] [--json]';
+
 const show: Command = {
   name: 'webhooks show',
-  summary: 'Show one endpoint and its last 50 delivery attempts, newest first',
-  usage: ['safety-api webhooks show ENDPOINT_ID [--json]'],
-  example: `safety-api webhooks show ${ENDPOINT_ID} --json`,
+  summary: `Show one endpoint and its last ${ATTEMPTS_SHOWN} delivery attempts, newest first`,
+  usage: ['safety-api webhooks show ENDPOINT_ID [--outcome OUTCOME] [--type TYPES] [--limit N] [--json]'],
+  notes: [
+    `--outcome  only attempts that came to this: ${OUTCOME_FILTERS.join(', ')}`,
+    '--type     only events of these types: comma-separated types or wildcards, as --events takes them',
+    `--limit    how many attempts (default ${ATTEMPTS_SHOWN}, at most 1000: the log keeps the last 1000, 30 days)`,
+    '--json     the endpoint, and each attempt with its request (headers as sent, body) and response',
+    '           (status, headers, the first 4 KiB of the body); never a secret',
+  ],
+  example: `safety-api webhooks show ${ENDPOINT_ID} --outcome failure --type "incident.*" --json`,
   async run(args, io) {
     const { values, positionals: ids } = parseArgs({
       args,
       allowPositionals: true,
-      options: { json: { type: 'boolean', default: false } },
+      options: {
+        outcome: { type: 'string' },
+        type: { type: 'string' },
+        limit: { type: 'string' },
+        json: { type: 'boolean', default: false },
+      },
     });
-    if (ids.length !== 1) throw new InputError('usage: safety-api webhooks show ENDPOINT_ID [--json]');
+    if (ids.length !== 1) throw new InputError(SHOW_USAGE);
     const endpointId = ids[0] as string;
-    const endpoint = await withWebhooks(io, (webhooks) => webhooks.show(endpointId));
+    const query = { outcome: values.outcome, type: values.type, limit: values.limit };
+    // Checked before the database is opened: bad input changes nothing, not even a migration.
+    parseAttemptQuery(query);
+    const endpoint = await withWebhooks(io, (webhooks) => webhooks.show(endpointId, undefined, query));
     if (values.json) {
       io.out(JSON.stringify(endpoint));
       return;
@@ -278,8 +299,52 @@ const resend: Command = {
   },
 };
 
+const redeliver: Command = {
+  name: 'webhooks redeliver',
+  summary: 'Send one event of the delivery log again now: same webhook-id and body, a new signature',
+  usage: ['safety-api webhooks redeliver ENDPOINT_ID WEBHOOK_ID'],
+  notes: [
+    'WEBHOOK_ID  the msg_… id of a delivered or failed event, as `show` lists it (the log keeps the',
+    '            last 1000 attempts, 30 days)',
+    'Logged and audited; the position does not move. Exits non-zero when the endpoint does not answer with a 2xx.',
+  ],
+  example: `safety-api webhooks redeliver ${ENDPOINT_ID} msg_2bQx7c1k9ZyLm3PqR8sT4uVwX0a`,
+  async run(args, io) {
+    const [endpointId, webhookId] = positionals(
+      args,
+      2,
+      'safety-api webhooks redeliver ENDPOINT_ID WEBHOOK_ID',
+    ) as [string, string];
+    const result = await withWebhooks(io, (webhooks) => webhooks.redeliver(endpointId, webhookId, ACTOR));
+    if (result.status === null || result.status < 200 || result.status >= 300)
+      throw new Error(`the redelivery of ${result.webhook_id} failed: ${result.error ?? 'no answer'}`);
+    io.out(
+      `Redelivered ${result.webhook_id} (${result.type}): HTTP ${result.status} in ${result.durationMs} ms.`,
+    );
+  },
+};
+
+const skip: Command = {
+  name: 'webhooks skip',
+  summary: 'Pass the event a failing endpoint is stuck on: its position moves just past it',
+  usage: ['safety-api webhooks skip ENDPOINT_ID'],
+  notes: [
+    'The event counts as sent, as one the filter leaves out does; the next one is tried at once.',
+    'Refused unless the endpoint is failing on an event. Audited.',
+  ],
+  example: `safety-api webhooks skip ${ENDPOINT_ID}`,
+  async run(args, io) {
+    const [endpointId] = positionals(args, 1, 'safety-api webhooks skip ENDPOINT_ID') as [string];
+    const { skipped, endpoint } = await withWebhooks(io, (webhooks) => webhooks.skip(endpointId, ACTOR));
+    io.out(
+      `Skipped ${skipped.webhook_id} (${skipped.type} ${skipped.record_id}, seq ${skipped.seq}); the next event is sent at once.`,
+    );
+    io.out(describe(endpoint));
+  },
+};
+
 export const webhooksCommands: CommandGroup = {
   name: 'webhooks',
   summary: 'Manage webhook endpoints: the changes feed pushed as signed POSTs',
-  subcommands: [create, list, show, update, ...stateChanges, rotateSecret, test, resend],
+  subcommands: [create, list, show, update, ...stateChanges, rotateSecret, test, resend, redeliver, skip],
 };

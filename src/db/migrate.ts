@@ -12,6 +12,7 @@ import * as webhookAcknowledged from './migrations/0010_webhook_acknowledged.ts'
 import * as webhookPreviousSecrets from './migrations/0011_webhook_previous_secrets.ts';
 import * as webhookEndpointBounds from './migrations/0012_webhook_endpoint_bounds.ts';
 import * as mailNotices from './migrations/0013_mail_notices.ts';
+import * as webhookDeliveryLog from './migrations/0014_webhook_delivery_log.ts';
 import { openDatabase, storeBehind } from './database.ts';
 import { healthRepository } from './repositories/health.ts';
 import { migrationStateRepository } from './repositories/migration-state.ts';
@@ -48,6 +49,7 @@ export const migrations: Record<string, ReleaseMigration> = {
   '0011_webhook_previous_secrets': webhookPreviousSecrets,
   '0012_webhook_endpoint_bounds': webhookEndpointBounds,
   '0013_mail_notices': mailNotices,
+  '0014_webhook_delivery_log': webhookDeliveryLog,
 };
 
 export interface MigrationReport {

@@ -276,6 +276,22 @@ export interface WebhookAttemptsTable {
   status: number | null;
   duration_ms: number;
   error: string | null;
+  /**
+   * The request's headers as sent (JSON object; the signature, never a secret) and its body: null
+   * for the attempts of releases before migration 0014.
+   */
+  request_headers: string | null;
+  request_body: string | null;
+  /** The answer's headers (JSON object) and the first 4 KiB of its body, as text; null when no answer came. */
+  response_headers: string | null;
+  response_body: string | null;
+  /**
+   * `success`, `http_error`, `gone`, `timeout`, `network_error` or `refused`; null for an attempt a
+   * release before migration 0014 logged during a rolling upgrade (its status tells success).
+   */
+  outcome: string | null;
+  /** The bytes the attempt holds in the log (headers, bodies, error): the log's bound in bytes. */
+  size: Generated<number>;
 }
 
 /** Secrets the service generates once and shares between instances through the database. */

@@ -5,6 +5,9 @@ import { type AuditEventRow, auditRepository } from '../db/repositories/audit-ev
 import { changeRepository } from '../db/repositories/changes.ts';
 import { notifyWebhooks } from '../db/repositories/notifications.ts';
 import {
+  ATTEMPTS_KEPT,
+  type AttemptFilter,
+  attemptLogCutoff,
   type EndpointPatch,
   type WebhookAttemptRow,
   type WebhookEndpointRow,
@@ -13,10 +16,25 @@ import {
 import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
 import { requireApiAccess } from './account-plan.ts';
-import { parseEventFilter, TEST_EVENT_TYPE } from '../webhooks/events.ts';
-import type { OutboundClient, PostResult } from '../webhooks/outbound.ts';
-import { testEventBody } from '../webhooks/payload.ts';
-import { generateSecret, signedHeaders, signingKeys, testWebhookId } from '../webhooks/signing.ts';
+import { type AttemptOutcome, outcomeOf } from '../webhooks/attempt.ts';
+import {
+  attemptLogRow,
+  legacyOutcome,
+  LOGGED_OUTCOMES,
+  type LoggedOutcome,
+} from '../webhooks/delivery-log.ts';
+import { matchesFilter, parseEventFilter, TEST_EVENT_TYPE } from '../webhooks/events.ts';
+import { fetchBatch, type Known, knows } from '../webhooks/fetch-batch.ts';
+import { type OutboundClient, outboundHeaders, type PostResult } from '../webhooks/outbound.ts';
+import { type EventChange, eventType, testEventBody } from '../webhooks/payload.ts';
+import { newProgress, passed } from '../webhooks/record-outcome.ts';
+import {
+  changeWebhookId,
+  generateSecret,
+  signedHeaders,
+  signingKeys,
+  testWebhookId,
+} from '../webhooks/signing.ts';
 import { type ChangeFeedService, LATEST_CURSOR } from './change-feed-service.ts';
 import { isStorableText } from '../lib/storable-text.ts';
 import { storableText } from './input-text.ts';
@@ -73,7 +91,38 @@ export interface WebhookEndpointView {
   created_at: string;
 }
 
-export type WebhookAttemptView = Omit<WebhookAttemptRow, 'id'>;
+/**
+ * An attempt of the delivery log as the CLI (`show --json`) and the panel show it: the request as
+ * sent (the signature, never a secret) and the answer with at most 4 KiB of its body. `request` and
+ * `response` are null for attempts logged before they were kept (migration 0014); `response` is
+ * null when no answer came.
+ */
+export interface WebhookAttemptView {
+  /** The attempt's number in the log (the panel's link to it). */
+  id: number;
+  webhook_id: string;
+  type: string;
+  seq: number | null;
+  at: string;
+  status: number | null;
+  duration_ms: number;
+  error: string | null;
+  outcome: LoggedOutcome;
+  request: { headers: Record<string, string>; body: string } | null;
+  response: { status: number; headers: Record<string, string | string[]>; body: string } | null;
+}
+
+/** The event an endpoint is stuck on: what its next attempt sends, while it is failing. */
+export interface StuckEvent {
+  webhook_id: string;
+  type: string;
+  seq: number;
+  /** The record's id (`data.id`). */
+  record_id: string;
+}
+
+/** A redelivery: the receiver's answer, as `sendTest`'s, with the event it sent again. */
+export type Redelivery = PostResult & { webhook_id: string; type: string; outcome: AttemptOutcome };
 
 /** Who acted: a user id, `cli`, or `system` (the delivery loop disabling an endpoint). */
 export type Actor = string;
@@ -86,8 +135,78 @@ const MAX_OVERLAP_HOURS = 24 * 30;
  */
 export const MAX_PREVIOUS_SECRETS = 10;
 const MAX_DESCRIPTION_LENGTH = 200;
-/** Attempts `show` lists. */
+/** Attempts `show` lists, unless asked for another number (at most ATTEMPTS_KEPT). */
 export const ATTEMPTS_SHOWN = 50;
+
+/** What `--outcome` (and the panel's filter) takes: success, any failure, or one kind of failure. */
+export const OUTCOME_FILTERS: readonly string[] = [
+  'success',
+  'failure',
+  ...LOGGED_OUTCOMES.filter((outcome) => outcome !== 'success'),
+];
+
+/** Which attempts `show` lists: by outcome, by event type, how many. */
+export interface AttemptQuery {
+  outcome?: string;
+  type?: string;
+  limit?: string | number;
+}
+
+/** An `AttemptQuery` checked: an InputError names what is wrong in one line. */
+export function parseAttemptQuery(query: AttemptQuery): { filter: AttemptFilter; limit: number } {
+  const filter: AttemptFilter = {};
+  const outcome = query.outcome?.trim() ?? '';
+  if (outcome !== '') {
+    if (!OUTCOME_FILTERS.includes(outcome))
+      throw new InputError(`outcome must be one of ${OUTCOME_FILTERS.join(', ')} (got "${query.outcome}")`);
+    filter.outcome = outcome;
+  }
+  if ((query.type?.trim() ?? '') !== '') filter.types = parseEventFilter(query.type);
+  let limit = ATTEMPTS_SHOWN;
+  if (query.limit !== undefined && query.limit !== '') {
+    const text = String(query.limit).trim();
+    limit = /^\d{1,7}$/.test(text) ? Number(text) : Number.NaN;
+    if (!(limit >= 1 && limit <= ATTEMPTS_KEPT))
+      throw new InputError(`limit must be a whole number from 1 to ${ATTEMPTS_KEPT} (got "${query.limit}")`);
+  }
+  return { filter, limit };
+}
+
+function parseJsonObject<T>(text: string | null): T | null {
+  if (text === null) return null;
+  try {
+    const parsed: unknown = JSON.parse(text);
+    return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? (parsed as T) : null;
+  } catch {
+    return null;
+  }
+}
+
+function attemptView(row: WebhookAttemptRow): WebhookAttemptView {
+  const requestHeaders = parseJsonObject<Record<string, string>>(row.request_headers);
+  const responseHeaders = parseJsonObject<Record<string, string | string[]>>(row.response_headers);
+  return {
+    id: row.id,
+    webhook_id: row.webhook_id,
+    type: row.type,
+    seq: row.seq,
+    at: row.at,
+    status: row.status,
+    duration_ms: row.duration_ms,
+    error: row.error,
+    outcome: (LOGGED_OUTCOMES as readonly string[]).includes(row.outcome ?? '')
+      ? (row.outcome as LoggedOutcome)
+      : legacyOutcome(row.status, row.error),
+    request:
+      requestHeaders === null || row.request_body === null
+        ? null
+        : { headers: requestHeaders, body: row.request_body },
+    response:
+      row.status === null || responseHeaders === null
+        ? null
+        : { status: row.status, headers: responseHeaders, body: row.response_body ?? '' },
+  };
+}
 
 async function toView(
   changeFeed: ChangeFeedService,
@@ -324,17 +443,44 @@ export class WebhookService {
     return Promise.all(rows.map((row) => toView(this.changeFeed, row, feed, now)));
   }
 
-  /** The endpoint with its latest attempts, newest first. */
+  /**
+   * The endpoint with its latest attempts, newest first: the last ATTEMPTS_SHOWN, or those `query`
+   * asks for (by outcome, by event type, how many).
+   */
   async show(
     endpointId: string,
     accountId?: string,
+    query: AttemptQuery = {},
   ): Promise<WebhookEndpointView & { attempts: WebhookAttemptView[] }> {
+    const { filter, limit } = parseAttemptQuery(query);
     const row = await requireEndpoint(this.db, endpointId, accountId);
-    const view = await toView(this.changeFeed, row, await feedOf(this.db, row.account_id), new Date());
-    const attempts = (await webhookRepository.listAttempts(this.db, row.id, ATTEMPTS_SHOWN)).map(
-      ({ id: _id, ...attempt }) => attempt,
-    );
-    return { ...view, attempts };
+    const now = new Date();
+    const view = await toView(this.changeFeed, row, await feedOf(this.db, row.account_id), now);
+    const rows = await webhookRepository.listAttempts(this.db, row.id, limit, {
+      ...filter,
+      since: attemptLogCutoff(now),
+    });
+    return { ...view, attempts: rows.map(attemptView) };
+  }
+
+  /** One attempt of the endpoint's delivery log, with its request and answer. */
+  async attempt(
+    endpointId: string,
+    attemptId: string | number,
+    accountId?: string,
+  ): Promise<WebhookAttemptView> {
+    const row = await requireEndpoint(this.db, endpointId, accountId);
+    const id =
+      typeof attemptId === 'number' ? attemptId : /^\d{1,15}$/.test(attemptId) ? Number(attemptId) : 0;
+    const found =
+      id > 0
+        ? await webhookRepository.findAttempt(this.db, row.id, id, attemptLogCutoff(new Date()))
+        : undefined;
+    if (found === undefined)
+      throw new InputError(
+        `the delivery log of webhook endpoint "${endpointId}" has no attempt ${attemptId}`,
+      );
+    return attemptView(found);
   }
 
   /** The endpoint's audit events, newest first. */
@@ -584,24 +730,167 @@ export class WebhookService {
       await this.changeFeed.cursorAfter(row.account_id, head),
     );
     const webhookId = testWebhookId();
-    const result = await this.outbound.post(
-      row.url,
-      { ...signedHeaders(webhookId, Math.floor(now.getTime() / 1000), body, signingKeys(secrets)) },
-      body,
-    );
+    const headers = {
+      ...signedHeaders(webhookId, Math.floor(now.getTime() / 1000), body, signingKeys(secrets)),
+    };
+    const result = await this.outbound.post(row.url, headers, body);
     await webhookRepository.recordAttempts(this.db, [
-      {
-        endpoint_id: row.id,
-        webhook_id: webhookId,
+      attemptLogRow({
+        endpointId: row.id,
+        webhookId,
         type: TEST_EVENT_TYPE,
         seq: null,
-        at: now.toISOString(),
-        status: result.status,
-        duration_ms: result.durationMs,
-        error: result.error,
-      },
+        at: now,
+        request: { headers: outboundHeaders(headers), body },
+        result,
+        // A test event is logged whatever came of it, as it always was.
+        outcome: loggedOutcome(outcomeOf(result)),
+      }),
     ]);
     return { ...result, webhook_id: webhookId };
+  }
+
+  /**
+   * Sends one event of the delivery log again, now, from this process: the same `webhook-id` and
+   * body as logged, a new timestamp and signature (by the secrets that sign now), whatever the
+   * endpoint's state and filter (but never for an account without API access). Logged as an attempt
+   * and audited; the position does not move. An event the log no longer holds is refused.
+   */
+  async redeliver(
+    endpointId: string,
+    webhookId: string,
+    actor: Actor,
+    accountId?: string,
+  ): Promise<Redelivery> {
+    const row = await requireEndpoint(this.db, endpointId, accountId);
+    const id = webhookId.trim();
+    const logged =
+      id !== '' && isStorableText(id)
+        ? await webhookRepository.latestAttemptOf(this.db, row.id, id, attemptLogCutoff(new Date()))
+        : undefined;
+    if (logged?.request_body === null || logged?.request_body === undefined)
+      throw new InputError(
+        `the delivery log of webhook endpoint "${endpointId}" holds no event with webhook id "${webhookId}" ` +
+          `(it keeps the last ${ATTEMPTS_KEPT} attempts of the last 30 days)`,
+      );
+    await requireApiAccess(this.db, row.account_id);
+    const now = new Date();
+    const body = logged.request_body;
+    const keys = signingKeys(await this.signingSecrets(row, now));
+    const headers = { ...signedHeaders(logged.webhook_id, Math.floor(now.getTime() / 1000), body, keys) };
+    const result = await this.outbound.post(row.url, headers, body);
+    const outcome = outcomeOf(result);
+    // Not sent (no free connection in time): nothing happened to log or audit.
+    if (outcome === 'not_sent')
+      return { ...result, webhook_id: logged.webhook_id, type: logged.type, outcome };
+    const answer = result.status === null ? (result.error ?? 'no answer') : `HTTP ${result.status}`;
+    await this.db.transaction().execute(async (trx) => {
+      await webhookRepository.recordAttempts(trx, [
+        attemptLogRow({
+          endpointId: row.id,
+          webhookId: logged.webhook_id,
+          type: logged.type,
+          seq: logged.seq,
+          at: now,
+          request: { headers: outboundHeaders(headers), body },
+          result,
+          outcome,
+        }),
+      ]);
+      await auditRepository.insert(trx, {
+        account_id: row.account_id,
+        subject_type: 'webhook_endpoint',
+        subject_id: row.id,
+        actor,
+        action: 'redelivered',
+        detail: `${logged.webhook_id} (${logged.type}${logged.seq === null ? '' : `, seq ${logged.seq}`}): ${answer}`,
+        created_at: now.toISOString(),
+      });
+    });
+    return { ...result, webhook_id: logged.webhook_id, type: logged.type, outcome };
+  }
+
+  /** The event the endpoint is stuck on (what its next attempt sends, while it fails), or null. */
+  async stuckEvent(endpointId: string, accountId?: string): Promise<StuckEvent | null> {
+    const row = await requireEndpoint(this.db, endpointId, accountId);
+    if (row.failing_since === null) return null;
+    const stuck = await this.stuckOn(row);
+    return stuck === null ? null : stuckEventOf(row.id, stuck);
+  }
+
+  /**
+   * Passes the event the endpoint is stuck on: its position moves just past it (and past the events
+   * before it that its filter leaves out), the event counts as sent, as one the filter leaves out
+   * does, and the next one is tried at once, on a clean retry slate. Refused unless the endpoint is
+   * failing on an event. Like a resend, it ends the lease of the instance delivering, whose writes
+   * then no longer apply: an attempt in flight cannot write over the skip. Audited.
+   */
+  async skip(
+    endpointId: string,
+    actor: Actor,
+    accountId?: string,
+  ): Promise<{ skipped: StuckEvent; endpoint: WebhookEndpointView & { attempts: WebhookAttemptView[] } }> {
+    const row = await requireEndpoint(this.db, endpointId, accountId);
+    const stuck = row.failing_since === null ? null : await this.stuckOn(row);
+    if (stuck === null)
+      throw new InputError(
+        `the webhook endpoint "${endpointId}" is not stuck on an event: ${
+          row.failing_since === null ? 'its deliveries are not failing' : 'no event waits after its position'
+        }`,
+      );
+    const progress = newProgress(row.position);
+    for (const [change, known] of [...stuck.before, [stuck.change, stuck.known] as const])
+      passed(progress, known, change);
+    const skipped = stuckEventOf(row.id, stuck);
+    const stamp = new Date().toISOString();
+    await this.db.transaction().execute(async (trx) => {
+      const applied = await webhookRepository.updateIfAt(trx, row.id, row, {
+        position: progress.position,
+        ...NOT_FAILING,
+        lease_owner: null,
+        lease_expires_at: null,
+        updated_at: stamp,
+      });
+      if (!applied)
+        throw new InputError(
+          `the webhook endpoint "${endpointId}" moved on while the skip was being made: nothing was changed`,
+        );
+      await webhookRepository.forgetAcknowledged(trx, row.id, [...progress.forgotten.values()]);
+      await webhookRepository.acknowledge(trx, row.id, [...progress.acknowledged.values()]);
+      await auditRepository.insert(trx, {
+        account_id: row.account_id,
+        subject_type: 'webhook_endpoint',
+        subject_id: row.id,
+        actor,
+        action: 'skipped',
+        detail: `${skipped.webhook_id} (${skipped.type} ${skipped.record_id}, seq ${skipped.seq}); failing since ${row.failing_since}`,
+        created_at: stamp,
+      });
+      await notifyWebhooks(trx, '*');
+    });
+    return { skipped, endpoint: await this.show(row.id) };
+  }
+
+  /**
+   * The event the endpoint's next attempt sends, as its worker would find it: the first change after
+   * its position whose event its filter lets through, with what the receiver knows of it, and the
+   * changes before it that the filter leaves out; null when none waits.
+   */
+  private async stuckOn(row: WebhookEndpointRow): Promise<Stuck | null> {
+    const filter = JSON.parse(row.events) as string[];
+    const before: [EventChange, Known][] = [];
+    let position = row.position;
+    for (;;) {
+      const batch = await fetchBatch(this.db, this.changeFeed, { ...row, position }, STUCK_READ, 'unknown');
+      for (const change of batch.changes) {
+        const type = eventType(change, knows(batch.known, change));
+        if (matchesFilter(filter, type)) return { change, type, known: batch.known, before };
+        before.push([change, batch.known]);
+      }
+      const last = batch.changes.at(-1);
+      if (!batch.more || last === undefined) return null;
+      position = last.seq;
+    }
   }
 
   /**
@@ -617,6 +906,32 @@ export class WebhookService {
     }
     return secrets;
   }
+}
+
+/** Changes read at a time when looking for the event an endpoint is stuck on. */
+const STUCK_READ = 200;
+
+/** The event an endpoint is stuck on, with what `skip` needs to pass it as the worker would. */
+interface Stuck {
+  change: EventChange;
+  type: string;
+  known: Known;
+  /** The changes before it that the filter leaves out, each with what was known in its read. */
+  before: [EventChange, Known][];
+}
+
+function stuckEventOf(endpointId: string, stuck: Stuck): StuckEvent {
+  return {
+    webhook_id: changeWebhookId(endpointId, stuck.change.seq),
+    type: stuck.type,
+    seq: stuck.change.seq,
+    record_id: stuck.change.id,
+  };
+}
+
+/** How a test event's attempt is logged: `not_sent` (it never left) as the network error it is to the asker. */
+function loggedOutcome(outcome: AttemptOutcome): LoggedOutcome {
+  return outcome === 'not_sent' ? 'network_error' : outcome;
 }
 
 /** What of an endpoint's row says which secrets sign. */

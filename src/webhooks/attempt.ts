@@ -1,7 +1,7 @@
 import type { KeyObject } from 'node:crypto';
 import type { LeasedEndpointRow } from '../db/repositories/webhooks.ts';
 import { inSpan } from '../telemetry/tracing.ts';
-import type { OutboundClient, PostResult } from './outbound.ts';
+import { type OutboundClient, outboundHeaders, type PostResult } from './outbound.ts';
 import { changeEventBody, type EventChange } from './payload.ts';
 import { changeWebhookId, signedHeaders } from './signing.ts';
 
@@ -18,7 +18,7 @@ import { changeWebhookId, signedHeaders } from './signing.ts';
 export type AttemptOutcome =
   'success' | 'http_error' | 'gone' | 'timeout' | 'network_error' | 'refused' | 'not_sent';
 
-function outcomeOf(result: PostResult): AttemptOutcome {
+export function outcomeOf(result: PostResult): AttemptOutcome {
   if (result.status !== null) {
     if (result.status >= 200 && result.status < 300) return 'success';
     return result.status === 410 ? 'gone' : 'http_error';
@@ -46,11 +46,18 @@ export interface AttemptInput {
   beforeSend: () => string | null;
 }
 
+/** A request as the delivery log keeps it: every header sent (the signature, never a secret) and the body. */
+export interface SentRequest {
+  headers: Record<string, string>;
+  body: string;
+}
+
 interface AttemptMade {
   webhookId: string;
   type: string;
   /** When the attempt started. */
   at: Date;
+  request: SentRequest;
   result: PostResult;
 }
 
@@ -97,5 +104,12 @@ export async function attempt({
     },
     () => outbound.post(endpoint.url, { ...headers }, body, { signal, beforeSend }),
   );
-  return { webhookId, type, at, result, outcome: outcomeOf(result) };
+  return {
+    webhookId,
+    type,
+    at,
+    request: { headers: outboundHeaders({ ...headers }), body },
+    result,
+    outcome: outcomeOf(result),
+  };
 }

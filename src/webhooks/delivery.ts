@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { webhookRepository } from '../db/repositories/webhooks.ts';
 import { isStoreUnavailable } from '../db/store-health.ts';
 import { type CommitSignal, type CommitSignalOptions, commitSignal } from './commit-signal.ts';
 import { DeliveryMetrics } from './delivery-metrics.ts';
@@ -53,6 +54,13 @@ import { anyFree, claim, releaseAll, renewalPeriodMs, renewLeases } from './leas
 const EVENTS_PER_SECOND_WHEN_BUSY = 100;
 /** At most one warning per this period says that events wait for a free connection. */
 const NOT_SENT_LOG_MS = 60_000;
+/**
+ * How often an instance deletes the delivery log's attempts older than it keeps, from the logs of
+ * every endpoint (a write trims its own endpoint's log; this reaches those written to no more).
+ */
+const LOG_PURGE_MS = 3_600_000;
+/** The first purge after the start: not in the way of the first claims. */
+const FIRST_LOG_PURGE_MS = 60_000;
 
 export interface DispatcherOptions extends WorkerOptions, CommitSignalOptions {}
 
@@ -76,6 +84,9 @@ export class WebhookDispatcher {
   private renewedAt = 0;
   /** When `notSent` last logged; never at first. */
   private notSentLoggedAt = Number.NEGATIVE_INFINITY;
+  /** When the delivery log's old attempts are next purged (Date.now()), and the purge under way. */
+  private logPurgeDue = Date.now() + FIRST_LOG_PURGE_MS;
+  private purging: Promise<void> | null = null;
 
   readonly options: DispatcherOptions;
 
@@ -113,6 +124,7 @@ export class WebhookDispatcher {
     if (this.tickTimer !== null) clearInterval(this.tickTimer);
     const signalStopped = this.signal.stop();
     await this.ticking;
+    await this.purging;
     const workers = [...this.workers.values()];
     for (const worker of workers) worker.stop();
     await Promise.all(workers.map((worker) => worker.done));
@@ -199,5 +211,21 @@ export class WebhookDispatcher {
       }
     }
     if (this.signal.everyTick) this.wake(() => true);
+    if (now >= this.logPurgeDue && this.purging === null) {
+      this.logPurgeDue = now + LOG_PURGE_MS;
+      this.purging = this.purgeLog().finally(() => {
+        this.purging = null;
+      });
+    }
+  }
+
+  /** Deletes the delivery log's attempts older than it keeps; on its own, beside the ticks. */
+  private async purgeLog(): Promise<void> {
+    try {
+      await webhookRepository.purgeOldAttempts(this.options.db);
+    } catch (error) {
+      if (!isStoreUnavailable(error))
+        this.options.logger.error({ err: error }, 'could not delete old webhook delivery attempts');
+    }
   }
 }

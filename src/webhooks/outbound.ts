@@ -133,10 +133,21 @@ const KEEP_ALIVE_MS = 4_000;
  */
 export type PostFailure = 'timeout' | 'network_error' | 'refused' | 'not_sent';
 
+/**
+ * An answer as the delivery log keeps it: its headers, and the first RESPONSE_BODY_KEPT bytes of its
+ * body as text (invalid UTF-8 and NUL characters replaced by U+FFFD, which both stores can hold).
+ */
+export interface CapturedAnswer {
+  headers: Record<string, string | string[]>;
+  body: string;
+}
+
 /** What one POST came to. `status` null: no HTTP answer (refused, timed out, network error, not sent). */
 export interface PostResult {
   status: number | null;
   error: string | null;
+  /** The answer, when one came (its status is `status`); null otherwise. */
+  response: CapturedAnswer | null;
   /** From the call to its end: waiting for a connection included. */
   durationMs: number;
   /** A 429's or 503's `Retry-After`, in milliseconds from the answer (0 for a date past); else null. */
@@ -165,12 +176,22 @@ export function retryAfterMs(value: string | string[] | undefined, now: number):
   return Number.isNaN(date) ? null : Math.max(0, date - now);
 }
 
-/** How much of an answer is read: receivers are not ours, and their bodies mean nothing here. */
+/**
+ * How much of an answer is read: receivers are not ours, and their bodies mean nothing to delivery.
+ * Reading a short answer to its end lets its connection carry the next request.
+ */
 export const MAX_ANSWER_BYTES = 64 * 1024;
-/** How much of a failed answer is kept in the delivery log. */
+/** How much of an answer's body is kept for the delivery log; the rest is dropped as it arrives. */
+export const RESPONSE_BODY_KEPT = 4 * 1024;
+/** How much of a failed answer the attempt's one-line error quotes. */
 const ANSWER_EXCERPT_CHARS = 200;
 const USER_AGENT = 'SafetyIncidentAPI-Webhooks/1.0';
 const MAX_URL_LENGTH = 2048;
+
+/** The headers a POST of `post` carries: the caller's (the signature's three), then the content type and ours. */
+export function outboundHeaders(headers: Record<string, string>): Record<string, string> {
+  return { ...headers, 'content-type': 'application/json', 'user-agent': USER_AGENT };
+}
 
 /** How an attempt was ended by this client (its reason is the delivery log's text). */
 class AttemptEnded extends Error {
@@ -321,14 +342,15 @@ export class OutboundClient {
       const answer = await request(url, {
         method: 'POST',
         dispatcher: connection.dispatcher,
-        headers: { ...headers, 'content-type': 'application/json', 'user-agent': USER_AGENT },
+        headers: outboundHeaders(headers),
         body,
         signal: attempt.signal,
         headersTimeout: 0,
         bodyTimeout: 0,
       });
-      const { excerpt, whole } = await readAnswer(answer.body, answer.statusCode >= 300);
+      const { kept, whole } = await readAnswer(answer.body);
       reusable = whole;
+      const answerBody = answerText(kept);
       const ok = answer.statusCode >= 200 && answer.statusCode < 300;
       // Only an answer that asks to come back later is heeded (RFC 9110: 503, and 429 by RFC 6585).
       const wait =
@@ -336,9 +358,11 @@ export class OutboundClient {
           ? retryAfterMs(answer.headers['retry-after'], Date.now())
           : null;
       const asked = wait === null ? '' : ` (Retry-After: ${Math.ceil(wait / 1000)} s)`;
+      const excerpt = ok ? '' : oneLine(answerBody);
       return {
         status: answer.statusCode,
         error: ok ? null : `HTTP ${answer.statusCode}${asked}${excerpt === '' ? '' : `: ${excerpt}`}`,
+        response: { headers: answerHeaders(answer.headers), body: answerBody },
         durationMs: elapsed(),
         retryAfterMs: wait,
         failure: null,
@@ -349,7 +373,14 @@ export class OutboundClient {
       const reason: unknown = attempt.signal.reason;
       const ended = attempt.signal.aborted ? reason : error;
       const { failure, message } = describeFailure(ended instanceof AttemptEnded ? ended : error);
-      return { status: null, error: message, durationMs: elapsed(), retryAfterMs: null, failure };
+      return {
+        status: null,
+        error: message,
+        response: null,
+        durationMs: elapsed(),
+        retryAfterMs: null,
+        failure,
+      };
     } finally {
       clearTimeout(timer);
       signal?.removeEventListener('abort', stop);
@@ -413,24 +444,52 @@ export class OutboundClient {
 }
 
 /**
- * Reads at most MAX_ANSWER_BYTES of an answer; returns an excerpt of it when `keep`, and whether it
- * was read whole (else its connection is not used again).
+ * Reads at most MAX_ANSWER_BYTES of an answer, keeping its first RESPONSE_BODY_KEPT bytes (copied:
+ * a slice would hold on to the whole chunk it came in); says whether it was read whole (else its
+ * connection is not used again).
  */
 async function readAnswer(
   body: AsyncIterable<Buffer> & { destroy(): void },
-  keep: boolean,
-): Promise<{ excerpt: string; whole: boolean }> {
+): Promise<{ kept: Buffer; whole: boolean }> {
   let read = 0;
-  let excerpt = '';
+  const parts: Buffer[] = [];
+  let keptBytes = 0;
   for await (const chunk of body) {
     read += chunk.length;
-    if (keep && excerpt.length < ANSWER_EXCERPT_CHARS) excerpt += chunk.toString('utf8');
+    if (keptBytes < RESPONSE_BODY_KEPT) {
+      const part = Buffer.from(chunk.subarray(0, RESPONSE_BODY_KEPT - keptBytes));
+      parts.push(part);
+      keptBytes += part.length;
+    }
     if (read >= MAX_ANSWER_BYTES) {
       body.destroy();
-      return { excerpt: oneLine(excerpt), whole: false };
+      return { kept: Buffer.concat(parts, keptBytes), whole: false };
     }
   }
-  return { excerpt: oneLine(excerpt), whole: true };
+  return { kept: Buffer.concat(parts, keptBytes), whole: true };
+}
+
+/**
+ * The kept bytes of a body as text: UTF-8, a character cut at the end left out, anything invalid
+ * (and NUL, which PostgreSQL's text cannot hold) as U+FFFD.
+ */
+function answerText(kept: Buffer): string {
+  if (kept.length === 0) return '';
+  return new TextDecoder('utf-8').decode(kept, { stream: true }).replaceAll('\0', '\ufffd');
+}
+
+/** An answer's headers as the log keeps them (undici gives every name in lower case). */
+function answerHeaders(
+  headers: Record<string, string | string[] | undefined>,
+): Record<string, string | string[]> {
+  const kept: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    kept[name] = Array.isArray(value)
+      ? value.map((item) => item.replaceAll('\0', '\ufffd'))
+      : value.replaceAll('\0', '\ufffd');
+  }
+  return kept;
 }
 
 /** One line, printable, short: it is shown in the panel and the CLI. */

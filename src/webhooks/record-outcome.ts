@@ -7,6 +7,7 @@ import {
 } from '../db/repositories/webhooks.ts';
 import type { Database, WebhookAttemptsTable } from '../db/schema.ts';
 import type { SentAttempt } from './attempt.ts';
+import { attemptLogRow } from './delivery-log.ts';
 import { type Known, knows, recordKey, type StoredAcknowledged } from './fetch-batch.ts';
 import type { EventChange } from './payload.ts';
 import { retryWaitMs } from './retry.ts';
@@ -94,16 +95,18 @@ export function recordOutcome(
   { row, known, recovered, disableAfterHours }: OutcomeContext,
 ): Verdict {
   const { result, at } = attempt;
-  progress.attempts.push({
-    endpoint_id: row.id,
-    webhook_id: attempt.webhookId,
-    type: attempt.type,
-    seq: change.seq,
-    at: at.toISOString(),
-    status: result.status,
-    duration_ms: result.durationMs,
-    error: result.error,
-  });
+  progress.attempts.push(
+    attemptLogRow({
+      endpointId: row.id,
+      webhookId: attempt.webhookId,
+      type: attempt.type,
+      seq: change.seq,
+      at,
+      request: attempt.request,
+      result,
+      outcome: attempt.outcome,
+    }),
+  );
   progress.last = { status: result.status, at: at.toISOString() };
   if (attempt.outcome === 'success') {
     progress.recovered = true;

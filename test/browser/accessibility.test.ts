@@ -9,7 +9,8 @@ import { ADMIN_PATH } from '../../src/paths.ts';
 import { oauthClientService } from '../../src/services/oauth-client-service.ts';
 import { buildServices } from '../../src/services/services.ts';
 import { OutboundClient } from '../../src/webhooks/outbound.ts';
-import { createTestContext, seedAccount, seedKey, type TestContext } from '../helpers.ts';
+import { webhookRepository } from '../../src/db/repositories/webhooks.ts';
+import { createTestContext, seedAccount, seedIncidents, seedKey, type TestContext } from '../helpers.ts';
 import { PASSWORD, type SeededUser, seedUser } from '../routes/admin/admin-helpers.ts';
 
 // Every page of the admin panel, found from its routes, checked by axe-core in real headless
@@ -51,7 +52,7 @@ describe('every admin page is accessible in Chromium (sqlite)', () => {
   let base: string;
   let admin: SeededUser;
   let accountId: string;
-  const ids = { key: '', client: '', endpoint: '' };
+  const ids = { key: '', client: '', endpoint: '', attempt: '' };
 
   before(async () => {
     assert.ok(
@@ -95,6 +96,36 @@ describe('every admin page is accessible in Chromium (sqlite)', () => {
       accountId,
       reason: 'paused for the test',
     });
+    // A delivery log with an attempt to open, failing on an event it is stuck on (the skip form).
+    await webhookRepository.recordAttempts(ctx.db, [
+      {
+        endpoint_id: endpoint.id,
+        webhook_id: 'msg_accessible',
+        type: 'incident.created',
+        seq: 1,
+        at: new Date().toISOString(),
+        status: 500,
+        duration_ms: 40,
+        error: 'HTTP 500: {"error":"broken"}',
+        request_headers: JSON.stringify({ 'webhook-id': 'msg_accessible', 'webhook-signature': 'v1,abc=' }),
+        request_body: JSON.stringify({
+          type: 'incident.created',
+          data: { id: 'x', object: { a: 'b'.repeat(300) } },
+        }),
+        response_headers: JSON.stringify({
+          'content-type': 'application/json',
+          'set-cookie': ['a=1', 'b=2'],
+        }),
+        response_body: '{"error":"broken"}',
+        outcome: 'http_error',
+      },
+    ]);
+    ids.attempt = String((await webhookRepository.listAttempts(ctx.db, endpoint.id, 1))[0]?.id);
+    await seedIncidents(ctx.db, accountId, 1);
+    await webhookRepository.update(ctx.db, endpoint.id, {
+      failing_since: new Date().toISOString(),
+      updated_at: new Date().toISOString(),
+    });
     await oauthClientService.rotateSecret(ctx.db, client.client_id, '1h', admin.id);
 
     await ctx.app.listen({ port: 0, host: '127.0.0.1' });
@@ -112,7 +143,7 @@ describe('every admin page is accessible in Chromium (sqlite)', () => {
     const section = /\/(api-keys|oauth-clients|webhooks)\/:id/.exec(route)?.[1];
     const id = { 'api-keys': ids.key, 'oauth-clients': ids.client, webhooks: ids.endpoint }[section ?? ''];
     assert.ok(id !== undefined, `no seeded record for ${route}: add one to this test`);
-    return route.replace(':id', encodeURIComponent(id));
+    return route.replace(':id', encodeURIComponent(id)).replace(':attemptId', ids.attempt);
   }
 
   async function violationsOf(page: Page): Promise<Violation[]> {
@@ -158,6 +189,10 @@ describe('every admin page is accessible in Chromium (sqlite)', () => {
           `${ADMIN_PATH}/settings/integrations/audit?subject_type=oauth_client`,
         );
         await check('audit trail, refused filter', `${ADMIN_PATH}/settings/integrations/audit?from=nope`);
+        const endpointPage = urlOf(`${ADMIN_PATH}/settings/integrations/webhooks/:id`);
+        await check('delivery log, filtered', `${endpointPage}?outcome=failure&type=incident.*`);
+        await check('delivery log, nothing matches', `${endpointPage}?outcome=success`);
+        await check('delivery log, refused filter', `${endpointPage}?outcome=nope`);
         await check('not found', `${ADMIN_PATH}/settings/integrations/oauth-clients/oc_missing`);
         await page.goto(`${base}${urlOf(`${ADMIN_PATH}/settings/integrations/oauth-clients/:id`)}`);
         await page.getByRole('button', { name: 'Rotate secret' }).click();

@@ -113,6 +113,35 @@ describe('admin webhook pages in Chromium (sqlite)', () => {
     await assertFits('the endpoint page');
   });
 
+  test("an attempt's page shows what was sent and what came back, fits a phone, is accessible, and redelivers the event", async () => {
+    await page
+      .locator('#webhook-attempts-table tbody tr')
+      .first()
+      .getByRole('link', { name: /^Details/ })
+      .click();
+    await page.getByRole('heading', { level: 1, name: /^Delivery attempt msg_test_/ }).waitFor();
+    const sent = receiver.received[0];
+    assert.ok(sent !== undefined);
+    assert.match(
+      (await page.locator('#attempt-request-headers').textContent()) ?? '',
+      new RegExp(`webhook-signature${String(sent.headers['webhook-signature']).replaceAll('+', '\\+')}`),
+    );
+    assert.match(
+      (await page.locator('#attempt-request-body').textContent()) ?? '',
+      /"type": "webhook\.test"/,
+    );
+    assert.equal(await page.locator('#attempt-response-status').textContent(), 'HTTP 204');
+    assert.ok(!(await page.content()).includes(secret.slice('whsec_'.length)), 'never the secret');
+    await assertAccessible("an attempt's page");
+    await assertFits("an attempt's page");
+
+    await page.getByRole('button', { name: 'Redeliver this event' }).click();
+    await page.getByText(/Event msg_test_\S+ redelivered: HTTP 204/).waitFor();
+    await receiver.waitFor(2);
+    assert.equal(receiver.received[1]?.headers['webhook-id'], sent.headers['webhook-id']);
+    assert.equal(receiver.received[1]?.body, sent.body);
+  });
+
   test('the list shows the endpoint, and is accessible', async () => {
     await page.getByRole('link', { name: '← All webhook endpoints' }).click();
     const row = page.locator('#webhooks-table tbody tr', { hasText: receiver.url() });

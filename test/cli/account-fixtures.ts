@@ -177,6 +177,18 @@ export async function populateAccount(
       status: 204,
       duration_ms: 3,
       error: null,
+      // What the delivery log keeps of the request and the answer: erased with the account too.
+      request_headers: JSON.stringify({
+        'webhook-id': 'msg_fixture',
+        'webhook-signature': 'v1,c2lnbmF0dXJl',
+      }),
+      request_body: JSON.stringify({
+        type: 'incident.created',
+        data: { id: incidentIds[0], account: accountId },
+      }),
+      response_headers: JSON.stringify({ 'x-receiver': 'fixture' }),
+      response_body: 'accepted',
+      outcome: 'success',
     },
   ]);
   await webhookRepository.acknowledge(db, endpoint.id, [

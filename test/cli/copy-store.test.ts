@@ -107,6 +107,7 @@ for (const [fromStore, toStore] of DIRECTIONS) {
     let client: { clientId: string; clientSecret: string | null };
     let receiver: Receiver;
     let secret: string;
+    let endpointId: string;
     let undelivered: string[];
     let sourceAnswers: Answer[];
     let target: TestDatabase;
@@ -150,6 +151,7 @@ for (const [fromStore, toStore] of DIRECTIONS) {
         actor: 'test',
       });
       secret = created.secret;
+      endpointId = created.endpoint.id;
       await importRecords(
         ctx,
         [1, 2, 3].map((i) => incident(a, randomUUID(), 1000 + i)),
@@ -248,6 +250,12 @@ for (const [fromStore, toStore] of DIRECTIONS) {
     test('the webhook endpoint resumes at its position, signing with the same secret', async () => {
       const opened = await appOn(target.url, { ...ENV, BASE_URL: server.baseUrl });
       try {
+        // Its delivery log came along, requests and answers included.
+        const log = (await opened.runtime.services.webhooks.show(endpointId)).attempts;
+        assert.deepEqual(
+          log.map((attempt) => [attempt.request?.body, attempt.response?.status]).reverse(),
+          receiver.received.slice(0, 3).map((received) => [received.body, 204]),
+        );
         await opened.runtime.delivery.start();
         await receiver.waitFor(7, 30_000);
         const resumed = receiver.received.slice(3, 7);

@@ -5,6 +5,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
+import { webhookRepository } from '../../src/db/repositories/webhooks.ts';
 import {
   type CliResult,
   createTestContext,
@@ -646,6 +647,193 @@ for (const store of STORES) {
       const added = await createJson(['--url', `${ok.url}/20`], account);
       assert.equal(added.state, 'active');
       assert.equal((await ctx.runtime.services.webhooks.list(account)).length, 20);
+    });
+
+    test('show filters the log by --outcome and --type, and --json gives each request and response; never a secret', async () => {
+      const created = await createJson(['--url', `${ok.url}/log`]);
+      const tested = await cli(['webhooks', 'test', created.id]);
+      assert.equal(tested.code, 0, tested.stderr);
+      const hit = ok.hits.at(-1) as Hit;
+      const at = new Date().toISOString();
+      const seeded = (i: number, type: string, status: number | null, outcome: string) => ({
+        endpoint_id: created.id,
+        webhook_id: `msg_cli_${i}`,
+        type,
+        seq: i,
+        at,
+        status,
+        duration_ms: 7,
+        error: status === null ? 'no answer within 10000 ms' : status >= 300 ? `HTTP ${status}` : null,
+        outcome,
+      });
+      await webhookRepository.recordAttempts(ctx.db, [
+        seeded(1, 'incident.created', 204, 'success'),
+        seeded(2, 'incident.updated', null, 'timeout'),
+        seeded(3, 'user.created', 500, 'http_error'),
+      ]);
+
+      const all = await showJson(created.id);
+      assert.deepEqual(
+        all.attempts.map((a) => a.webhook_id),
+        ['msg_cli_3', 'msg_cli_2', 'msg_cli_1', hit.headers['webhook-id']],
+      );
+      const test = all.attempts[3] as {
+        request: { headers: Record<string, string>; body: string };
+        response: { status: number; headers: Record<string, string>; body: string };
+        outcome: string;
+      };
+      assert.equal(test.outcome, 'success');
+      assert.equal(test.request.body, hit.body);
+      assert.equal(test.request.headers['webhook-signature'], hit.headers['webhook-signature']);
+      assert.equal(test.request.headers['webhook-timestamp'], hit.headers['webhook-timestamp']);
+      assert.equal(test.response.status, 204);
+      assert.equal(typeof test.response.headers.date, 'string');
+      assert.equal(test.response.body, '');
+
+      const filtered = async (...args: string[]) => {
+        const result = await cli(['webhooks', 'show', created.id, ...args]);
+        assert.equal(result.code, 0, result.stderr);
+        return result.stdout;
+      };
+      const [failures, timeouts, incidents, both, limited, text] = await Promise.all([
+        filtered('--outcome', 'failure', '--json'),
+        filtered('--outcome', 'timeout', '--json'),
+        filtered('--type', 'incident.*', '--json'),
+        filtered('--type', 'incident.*,webhook.test', '--outcome', 'success', '--json'),
+        filtered('--limit', '1', '--json'),
+        filtered('--outcome', 'failure'),
+      ]);
+      const ids = (out: string) =>
+        (JSON.parse(out) as { attempts: { webhook_id: string }[] }).attempts.map((a) => a.webhook_id);
+      assert.deepEqual(ids(failures), ['msg_cli_3', 'msg_cli_2']);
+      assert.deepEqual(ids(timeouts), ['msg_cli_2']);
+      assert.deepEqual(ids(incidents), ['msg_cli_2', 'msg_cli_1']);
+      assert.deepEqual(ids(both), ['msg_cli_1', hit.headers['webhook-id']]);
+      assert.deepEqual(ids(limited), ['msg_cli_3']);
+      assert.deepEqual(
+        text
+          .split('\n')
+          .filter((line) => line.startsWith('  '))
+          .map((line) => line.trim().split('  ')[1]),
+        ['msg_cli_3', 'msg_cli_2'],
+      );
+      const key = created.secret.slice('whsec_'.length);
+      for (const out of [JSON.stringify(all), failures, incidents, both, text])
+        assert.ok(!out.includes(key) && !out.includes('whsec_'), 'never a secret');
+    });
+
+    test('redeliver sends a logged event again with its webhook-id and a new signature; skip passes the event an endpoint is stuck on; both audited', async () => {
+      const account = await seedAccount(ctx.db);
+      const created = await createJson(['--url', `${ok.url}/again`], account);
+      assert.equal((await cli(['webhooks', 'test', created.id])).code, 0);
+      const first = ok.hits.at(-1) as Hit;
+      const webhookId = signatureHeaders(first.headers)['webhook-id'] as string;
+
+      const again = await cli(['webhooks', 'redeliver', created.id, webhookId]);
+      assert.equal(again.code, 0, again.stderr);
+      assert.equal(again.stderr, '');
+      assert.match(
+        again.stdout,
+        new RegExp(`^Redelivered ${webhookId} \\(webhook\\.test\\): HTTP 204 in \\d+ ms\\.\n$`),
+      );
+      const hit = ok.hits.at(-1) as Hit;
+      assert.notEqual(hit, first);
+      const headers = signatureHeaders(hit.headers);
+      assert.equal(headers['webhook-id'], webhookId, 'the same webhook-id');
+      assert.equal(hit.body, first.body, 'the same body');
+      assert.deepEqual(new Webhook(created.secret).verify(hit.body, headers), JSON.parse(first.body));
+      assert.ok(!again.stdout.includes(created.secret.slice('whsec_'.length)));
+
+      // Stuck: two changes after the endpoint's position, the first failing.
+      await seedIncidents(ctx.db, account, 2);
+      const failingSince = new Date(Date.now() - 60_000).toISOString();
+      await webhookRepository.update(ctx.db, created.id, {
+        failing_since: failingSince,
+        failed_attempts: 3,
+        next_attempt_at: new Date(Date.now() + 3_600_000).toISOString(),
+        updated_at: new Date().toISOString(),
+      });
+      const before = await storedRow(created.id);
+      const skipped = await cli(['webhooks', 'skip', created.id]);
+      assert.equal(skipped.code, 0, skipped.stderr);
+      assert.match(
+        skipped.stdout,
+        new RegExp(
+          `^Skipped msg_\\S+ \\(incident\\.(created|updated) \\S+, seq ${before.position + 1}\\); the next event is sent at once\\.\n`,
+        ),
+      );
+      const after = await storedRow(created.id);
+      assert.equal(after.position, before.position + 1, 'just past the event it was stuck on');
+      assert.equal(after.failing_since, null);
+      assert.equal(after.failed_attempts, 0);
+      assert.equal(after.next_attempt_at, null);
+      assert.equal(after.lease_owner, null);
+
+      const events = await ctx.db
+        .selectFrom('audit_events')
+        .select(['actor', 'action', 'detail'])
+        .where('subject_id', '=', created.id)
+        .orderBy('id')
+        .execute();
+      assert.deepEqual(
+        events.map((e) => [e.actor, e.action]),
+        [
+          ['cli', 'created'],
+          ['cli', 'redelivered'],
+          ['cli', 'skipped'],
+        ],
+      );
+      assert.match(events[1]?.detail ?? '', new RegExp(`^${webhookId} \\(webhook\\.test\\): HTTP 204$`));
+      assert.match(
+        events[2]?.detail ?? '',
+        new RegExp(`seq ${before.position + 1}\\); failing since ${failingSince}$`),
+      );
+    });
+
+    test('redeliver, skip and show refuse bad input with one line and change nothing', async () => {
+      const created = await createJson(['--url', `${ok.url}/refused`]);
+      assert.equal((await cli(['webhooks', 'test', created.id])).code, 0);
+      const missing = randomUUID();
+      const attempts = async () =>
+        (await ctx.db.selectFrom('webhook_attempts').select('id').execute()).length;
+      const attemptsBefore = await attempts();
+      const hits = ok.hits.length;
+      await assertFailWithoutChange([
+        [
+          ['webhooks', 'redeliver', created.id],
+          /^safety-api: usage: safety-api webhooks redeliver ENDPOINT_ID WEBHOOK_ID\n$/,
+        ],
+        [['webhooks', 'redeliver'], /usage: safety-api webhooks redeliver/],
+        [
+          ['webhooks', 'redeliver', missing, 'msg_x'],
+          new RegExp(`^safety-api: no webhook endpoint with id "${missing}"\\n$`),
+        ],
+        [
+          ['webhooks', 'redeliver', created.id, 'msg_never_sent'],
+          /^safety-api: the delivery log of webhook endpoint "[0-9a-f-]+" holds no event with webhook id "msg_never_sent"/,
+        ],
+        [['webhooks', 'skip'], /^safety-api: usage: safety-api webhooks skip ENDPOINT_ID\n$/],
+        [['webhooks', 'skip', missing], /no webhook endpoint with id/],
+        [
+          ['webhooks', 'skip', created.id],
+          /^safety-api: the webhook endpoint "[0-9a-f-]+" is not stuck on an event: its deliveries are not failing\n$/,
+        ],
+        [
+          ['webhooks', 'show', created.id, '--outcome', 'sometimes'],
+          /^safety-api: outcome must be one of success, failure,/,
+        ],
+        [
+          ['webhooks', 'show', created.id, '--type', 'incident.exploded'],
+          /^safety-api: unknown event type "incident\.exploded"/,
+        ],
+        [
+          ['webhooks', 'show', created.id, '--limit', '1001'],
+          /^safety-api: limit must be a whole number from 1 to 1000/,
+        ],
+        [['webhooks', 'show', created.id, '--limit', 'many'], /^safety-api: limit must be a whole number/],
+      ]);
+      assert.equal(await attempts(), attemptsBefore, 'nothing logged');
+      assert.equal(ok.hits.length, hits, 'nothing sent');
     });
 
     test('commands on a missing endpoint, or in the wrong state, fail with one line and change nothing', async () => {

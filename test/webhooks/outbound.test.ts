@@ -252,6 +252,46 @@ describe('the outbound guard: at delivery, on the address dialled', () => {
       await new Promise((resolve) => setTimeout(resolve, 20));
     assert.ok(closedByClient, 'the connection was closed by the client');
   });
+
+  test('the answer is kept for the delivery log: its headers and the first 4 KiB of its body, as text both stores hold', async () => {
+    const client = new OutboundClient({ allowPrivate: true, timeoutMs: 5000 });
+    try {
+      // 4,094 bytes, a NUL, then a two-byte character cut by the 4 KiB mark, then more.
+      const body = Buffer.concat([
+        Buffer.alloc(4094, 'a'),
+        Buffer.from([0]),
+        Buffer.from('é', 'utf8'),
+        Buffer.alloc(20_000, 'b'),
+      ]);
+      receiver.answer = (_received, response) => {
+        response.setHeader('x-trace', ['t1', 't2']);
+        response.setHeader('content-type', 'text/plain');
+        response.statusCode = 422;
+        response.end(body);
+      };
+      const result = await client.post(receiver.url(), {}, '{}');
+      assert.equal(result.status, 422);
+      assert.equal(result.response?.body, `${'a'.repeat(4094)}\ufffd`, 'the first 4 KiB, NUL replaced');
+      assert.deepEqual(result.response?.headers['x-trace'], ['t1', 't2'], 'a repeated header, each value');
+      assert.equal(result.response?.headers['content-type'], 'text/plain');
+      assert.equal(result.error, `HTTP 422: ${'a'.repeat(200)}`, 'the error quotes 200 characters');
+
+      receiver.answer = (_received, response) => {
+        response.statusCode = 204;
+        response.end();
+      };
+      const empty = await client.post(receiver.url(), {}, '{}');
+      assert.equal(empty.response?.body, '');
+      assert.equal(typeof empty.response?.headers.date, 'string');
+
+      const closed = await Receiver.start();
+      const url = closed.url();
+      await closed.close();
+      assert.equal((await client.post(url, {}, '{}')).response, null, 'no answer, nothing kept');
+    } finally {
+      await client.close();
+    }
+  });
 });
 
 describe('Retry-After', () => {

@@ -40,7 +40,16 @@ function sent(result: Partial<PostResult>, outcome: SentAttempt['outcome']): Sen
     type: 'incident.created',
     at: AT,
     outcome,
-    result: { status: null, error: null, durationMs: 2_000, retryAfterMs: null, failure: null, ...result },
+    request: { headers: { 'webhook-id': 'msg_1' }, body: '{}' },
+    result: {
+      status: null,
+      error: null,
+      response: null,
+      durationMs: 2_000,
+      retryAfterMs: null,
+      failure: null,
+      ...result,
+    },
   };
 }
 
@@ -59,7 +68,13 @@ function context(over: Partial<OutcomeContext> = {}): OutcomeContext {
 describe('recordOutcome', () => {
   test('a 2xx: the attempt logged, the position past it, the failure over, the record known', () => {
     const progress = newProgress(4);
-    const verdict = recordOutcome(progress, change(5), sent({ status: 204 }, 'success'), context());
+    const answer = { headers: { 'x-request-id': 'r1' }, body: 'ok' };
+    const verdict = recordOutcome(
+      progress,
+      change(5),
+      sent({ status: 204, response: answer }, 'success'),
+      context(),
+    );
     assert.deepEqual(verdict, { next: 'continue' });
     assert.equal(progress.position, 5);
     assert.equal(progress.recovered, true);
@@ -75,6 +90,13 @@ describe('recordOutcome', () => {
         status: 204,
         duration_ms: 2_000,
         error: null,
+        request_headers: '{"webhook-id":"msg_1"}',
+        request_body: '{}',
+        response_headers: '{"x-request-id":"r1"}',
+        response_body: 'ok',
+        outcome: 'success',
+        // The bytes it holds: the id, the type, both headers' JSON and both bodies.
+        size: 5 + 16 + 22 + 2 + 21 + 2,
       },
     ]);
     assert.deepEqual(

@@ -2,7 +2,10 @@ import type { AuditEventRow } from '../../db/repositories/audit-events.ts';
 import { html, type SafeHtml } from '../../lib/html.ts';
 import { endpointPath, WEBHOOKS_PATH } from '../../paths.ts';
 import {
+  ATTEMPTS_SHOWN,
   DEFAULT_OVERLAP_HOURS,
+  OUTCOME_FILTERS,
+  type StuckEvent,
   type WebhookAttemptView,
   type WebhookEndpointView,
 } from '../../services/webhook-service.ts';
@@ -31,7 +34,33 @@ const ACTION_NAMES: Record<string, string> = {
   deleted: 'Deleted',
   'secret rotated': 'Rotated the secret',
   resend: 'Resend',
+  redelivered: 'Redelivered an event',
+  skipped: 'Skipped an event',
 };
+
+/** The delivery log's filter by outcome, in words. */
+const OUTCOME_NAMES: Record<string, string> = {
+  success: 'Succeeded (2xx)',
+  failure: 'Failed (any reason)',
+  http_error: 'Failed: an HTTP error status',
+  gone: 'Failed: 410 Gone',
+  timeout: 'Failed: timed out',
+  network_error: 'Failed: network error',
+  refused: 'Failed: address refused',
+};
+
+/** Which attempts the endpoint's page lists: its query, as given (`show` checked it). */
+export interface LogFilter {
+  outcome: string;
+  type: string;
+  /** Why the query was not applied, or null. */
+  problem: string | null;
+}
+
+/** The page of one attempt of an endpoint's delivery log. */
+export function attemptPath(endpointId: string, attemptId: number): string {
+  return `${endpointPath(endpointId)}/attempts/${attemptId}`;
+}
 
 /** Who did something to an endpoint: as for keys, and `system` is the delivery loop itself. */
 function endpointActorName(actor: string | null, userNames: Map<string, string>): string {
@@ -182,10 +211,32 @@ function stateForm(endpoint: WebhookEndpointView, csrfToken: string): SafeHtml {
   </form>`;
 }
 
-function actionsSection(endpoint: WebhookEndpointView, csrfToken: string): SafeHtml {
+/** While the endpoint fails on an event: which one, and the button that passes it. */
+function skipForm(
+  endpoint: WebhookEndpointView,
+  stuck: StuckEvent | null,
+  csrfToken: string,
+): SafeHtml | null {
+  if (stuck === null) return null;
+  const path = endpointPath(endpoint.id);
+  return html`<h3 id="webhook-skip-heading">Skip the event it is stuck on</h3>
+  <form method="post" action="${path}/skip" class="stack action-form" aria-labelledby="webhook-skip-heading">
+    ${csrfField(csrfToken)}
+    <p id="webhook-stuck">Failing on <code>${stuck.webhook_id}</code>: <code>${stuck.type}</code> of <code>${stuck.record_id}</code> (seq ${stuck.seq}).</p>
+    <p class="hint">Its position moves just past this event, which is never sent (it counts as sent, as an event the filter leaves out does), and the next event is tried at once. The receiver can read the record from the API.</p>
+    <button type="submit" class="button">Skip this event</button>
+  </form>`;
+}
+
+function actionsSection(
+  endpoint: WebhookEndpointView,
+  stuck: StuckEvent | null,
+  csrfToken: string,
+): SafeHtml {
   const path = endpointPath(endpoint.id);
   return html`<section class="card" aria-labelledby="webhook-actions-heading">
   <h2 id="webhook-actions-heading">Actions</h2>
+  ${skipForm(endpoint, stuck, csrfToken)}
   <h3 id="webhook-edit-heading">Edit</h3>
   <form method="post" action="${path}/update" class="stack action-form" aria-labelledby="webhook-edit-heading">
     ${csrfField(csrfToken)}
@@ -228,13 +279,36 @@ function statusText(attempt: WebhookAttemptView): SafeHtml {
   return ok ? html`${answer}` : html`${answer} <span class="badge badge-failed">Failed</span>`;
 }
 
-function attemptsSection(attempts: WebhookAttemptView[]): SafeHtml {
+function logFilterForm(endpoint: WebhookEndpointView, filter: LogFilter): SafeHtml {
+  const path = endpointPath(endpoint.id);
+  const filtered = filter.problem === null && (filter.outcome !== '' || filter.type !== '');
+  return html`<form method="get" action="${path}" class="inline-form" aria-label="Filter the delivery log">
+    <label for="log-outcome">Outcome</label>
+    <select id="log-outcome" name="outcome">
+      <option value=""${filter.outcome === '' ? html` selected` : null}>Any</option>
+      ${OUTCOME_FILTERS.map(
+        (outcome) =>
+          html`<option value="${outcome}"${filter.outcome === outcome ? html` selected` : null}>${OUTCOME_NAMES[outcome] ?? outcome}</option>`,
+      )}
+    </select>
+    <label for="log-type">Event type</label>
+    <input id="log-type" name="type" type="text" value="${filter.type}" placeholder="incident.*" spellcheck="false" autocomplete="off" aria-describedby="log-type-hint">
+    <button type="submit" class="button">Filter</button>
+    ${filtered ? html`<a href="${path}">Show every attempt</a>` : null}
+  </form>
+  <p id="log-type-hint" class="hint">Types or wildcards, comma-separated, as for the endpoint's events: <code>incident.created</code>, <code>user.*</code>, <code>webhook.test</code>.</p>
+  ${filter.problem === null ? null : html`<p class="warning" role="alert">The filter was not applied: ${filter.problem}.</p>`}`;
+}
+
+function attemptsSection(endpoint: EndpointWithAttempts, filter: LogFilter): SafeHtml {
+  const { attempts } = endpoint;
+  const filtered = filter.problem === null && (filter.outcome !== '' || filter.type !== '');
   const body =
     attempts.length === 0
-      ? html`<p>No delivery attempts yet.</p>`
+      ? html`<p>${filtered ? 'No attempt in the log matches this filter.' : 'No delivery attempts yet.'}</p>`
       : html`<div class="table-wrap"><table class="responsive" id="webhook-attempts-table">
-  <caption class="visually-hidden">Last ${attempts.length} delivery attempts, newest first</caption>
-  <thead><tr><th scope="col">At</th><th scope="col">Webhook id</th><th scope="col">Type</th><th scope="col">Status</th><th scope="col">Duration</th><th scope="col">Error</th></tr></thead>
+  <caption class="visually-hidden">Last ${attempts.length} delivery attempts${filtered ? ' that match the filter' : ''}, newest first</caption>
+  <thead><tr><th scope="col">At</th><th scope="col">Webhook id</th><th scope="col">Type</th><th scope="col">Status</th><th scope="col">Duration</th><th scope="col">Error</th><th scope="col">Request and response</th></tr></thead>
   <tbody>${attempts.map(
     (attempt) => html`<tr>
   <td data-label="At">${dateTime(attempt.at)}</td>
@@ -243,14 +317,103 @@ function attemptsSection(attempts: WebhookAttemptView[]): SafeHtml {
   <td data-label="Status">${statusText(attempt)}</td>
   <td data-label="Duration">${attempt.duration_ms} ms</td>
   <td data-label="Error">${attempt.error ?? ''}</td>
+  <td data-label="Detail"><a href="${attemptPath(endpoint.id, attempt.id)}">Details<span class="visually-hidden"> of attempt ${attempt.id}</span></a></td>
 </tr>`,
   )}</tbody>
 </table></div>`;
   return html`<section class="card" aria-labelledby="webhook-attempts-heading">
   <h2 id="webhook-attempts-heading">Delivery log</h2>
-  <p>The last 50 attempts, newest first.</p>
+  <p>The last ${ATTEMPTS_SHOWN} attempts${filtered ? ' that match the filter' : ''}, newest first. The log keeps the last 1,000 attempts of the last 30 days (4 MiB at most), each with its request and response: open one to see them, or to send its event again.</p>
+  ${logFilterForm(endpoint, filter)}
   ${body}
 </section>`;
+}
+
+/** Headers as a definition list, in the order they were kept. */
+function headerList(headers: Record<string, string | string[]>, id: string): SafeHtml {
+  const entries = Object.entries(headers);
+  if (entries.length === 0) return html`<p id="${id}">None.</p>`;
+  return html`<dl class="details" id="${id}">${entries.map(
+    ([name, value]) =>
+      html`<dt><code>${name}</code></dt><dd><code>${Array.isArray(value) ? value.join(', ') : value}</code></dd>`,
+  )}</dl>`;
+}
+
+/** A body as it was sent or received, pretty-printed when it is JSON. */
+function payload(body: string, id: string, label: string): SafeHtml {
+  if (body === '') return html`<p id="${id}">Empty.</p>`;
+  let shown = body;
+  try {
+    shown = JSON.stringify(JSON.parse(body), null, 2);
+  } catch {
+    // Not JSON (or cut at 4 KiB): shown as it came.
+  }
+  return html`<pre class="payload" id="${id}" tabindex="0" aria-label="${label}"><code>${shown}</code></pre>`;
+}
+
+export function attemptPage(options: {
+  signedIn: SignedIn;
+  endpoint: WebhookEndpointView;
+  attempt: WebhookAttemptView;
+}): Page {
+  const { signedIn, endpoint, attempt } = options;
+  const path = endpointPath(endpoint.id);
+  const request = attempt.request;
+  const response = attempt.response;
+  return {
+    title: `Delivery attempt ${attempt.id} of webhook ${endpoint.url}`,
+    trail: ['Integrations', 'Webhooks', endpoint.url, `Attempt ${attempt.id}`],
+    signedIn,
+    body: html`<p><a href="${path}">← Back to the endpoint</a></p>
+<h1>Delivery attempt <code>${attempt.webhook_id}</code></h1>
+<section class="card" aria-labelledby="attempt-summary-heading">
+  <h2 id="attempt-summary-heading">Summary</h2>
+  <dl class="details">
+    <dt>Endpoint</dt><dd><code>${endpoint.url}</code></dd>
+    <dt>Event type</dt><dd><code>${attempt.type}</code></dd>
+    <dt>Seq</dt><dd>${attempt.seq === null ? 'None (a test event)' : String(attempt.seq)}</dd>
+    <dt>At</dt><dd>${dateTime(attempt.at)}</dd>
+    <dt>Duration</dt><dd>${attempt.duration_ms} ms</dd>
+    <dt>Outcome</dt><dd id="attempt-outcome">${statusText(attempt)} <span class="muted">(${attempt.outcome})</span></dd>
+    <dt>Error</dt><dd>${attempt.error ?? 'None'}</dd>
+  </dl>
+</section>
+<section class="card" aria-labelledby="attempt-request-heading">
+  <h2 id="attempt-request-heading">Request</h2>
+  ${
+    request === null
+      ? html`<p>Not kept: this attempt was logged before the delivery log kept requests.</p>`
+      : html`<p>A <code>POST</code> to the endpoint's URL, with these headers. The signature was made with the endpoint's secret, which is never shown.</p>
+  ${headerList(request.headers, 'attempt-request-headers')}
+  <h3 id="attempt-request-body-heading">Body</h3>
+  ${payload(request.body, 'attempt-request-body', 'Request body')}`
+  }
+</section>
+<section class="card" aria-labelledby="attempt-response-heading">
+  <h2 id="attempt-response-heading">Response</h2>
+  ${
+    response === null
+      ? html`<p>${request === null ? 'Not kept.' : `No answer came: ${attempt.error ?? 'no answer'}.`}</p>`
+      : html`<p id="attempt-response-status">HTTP ${response.status}</p>
+  ${headerList(response.headers, 'attempt-response-headers')}
+  <h3 id="attempt-response-body-heading">Body <span class="muted">(the first 4 KiB)</span></h3>
+  ${payload(response.body, 'attempt-response-body', 'Response body')}`
+  }
+</section>
+${
+  request === null
+    ? null
+    : html`<section class="card" aria-labelledby="attempt-redeliver-heading">
+  <h2 id="attempt-redeliver-heading">Redeliver</h2>
+  <form method="post" action="${path}/redeliver" class="stack action-form" aria-labelledby="attempt-redeliver-heading">
+    ${csrfField(signedIn.csrfToken)}
+    <input type="hidden" name="webhook_id" value="${attempt.webhook_id}">
+    <p class="hint">Sends this event again now, whatever the endpoint's state: the same <code>webhook-id</code> and body, a new timestamp and signature. It is recorded in the delivery log; the endpoint's position does not move.</p>
+    <button type="submit" class="button">Redeliver this event</button>
+  </form>
+</section>`
+}`,
+  };
 }
 
 function historySection(events: AuditEventRow[], userNames: Map<string, string>): SafeHtml {
@@ -280,8 +443,11 @@ export function webhookPage(options: {
   endpoint: EndpointWithAttempts;
   history: AuditEventRow[];
   userNames: Map<string, string>;
+  /** The event it is stuck on while failing, or null. */
+  stuck: StuckEvent | null;
+  filter: LogFilter;
 }): Page {
-  const { signedIn, endpoint, history, userNames } = options;
+  const { signedIn, endpoint, history, userNames, stuck, filter } = options;
   return {
     title: `Webhook ${endpoint.url}`,
     trail: ['Integrations', 'Webhooks', endpoint.url],
@@ -290,8 +456,8 @@ export function webhookPage(options: {
 <h1>Webhook endpoint <code>${endpoint.url}</code></h1>
 ${pastRetentionNotice(endpoint)}
 ${detailsSection(endpoint, userNames)}
-${actionsSection(endpoint, signedIn.csrfToken)}
-${attemptsSection(endpoint.attempts)}
+${actionsSection(endpoint, stuck, signedIn.csrfToken)}
+${attemptsSection(endpoint, filter)}
 ${historySection(history, userNames)}`,
   };
 }

@@ -8,7 +8,23 @@ import type {
 import { repository } from '../store-context.ts';
 
 export type WebhookEndpointRow = Selectable<WebhookEndpointsTable>;
-export type WebhookAttemptRow = Omit<Selectable<WebhookAttemptsTable>, 'endpoint_id'>;
+export type WebhookAttemptRow = Omit<Selectable<WebhookAttemptsTable>, 'endpoint_id' | 'size'>;
+
+const ATTEMPT_COLUMNS = [
+  'id',
+  'webhook_id',
+  'type',
+  'seq',
+  'at',
+  'status',
+  'duration_ms',
+  'error',
+  'request_headers',
+  'request_body',
+  'response_headers',
+  'response_body',
+  'outcome',
+] as const;
 /** A record an endpoint acknowledged since it entered the view (`WebhookAcknowledgedTable`). */
 export type AcknowledgedRecord = Omit<Selectable<WebhookAcknowledgedTable>, 'endpoint_id'>;
 
@@ -26,8 +42,26 @@ export type EndpointPatch = Partial<
   updated_at: string;
 };
 
-/** How many attempts the delivery log keeps per endpoint. */
-export const ATTEMPTS_KEPT = 100;
+/** How many attempts the delivery log keeps per endpoint, at most. */
+export const ATTEMPTS_KEPT = 1000;
+/** The bytes (`size`) of an endpoint's log, at most: past them its oldest attempts go, the newest stays. */
+export const ATTEMPT_LOG_BYTES = 4 * 1024 * 1024;
+/** How long the delivery log keeps an attempt. */
+export const ATTEMPT_LOG_DAYS = 30;
+
+/** The moment before which the delivery log keeps nothing, seen at `now`. */
+export const attemptLogCutoff = (now: Date): string =>
+  new Date(now.getTime() - ATTEMPT_LOG_DAYS * 86_400_000).toISOString();
+
+/**
+ * Which attempts of the log to read: by outcome (`success`, `failure`, or one outcome of a failure),
+ * by event type (exact types and `kind.*` wildcards; `*` or none for all), and not before `since`.
+ */
+export interface AttemptFilter {
+  outcome?: string;
+  types?: readonly string[];
+  since?: string;
+}
 
 export const webhookRepository = repository('webhookRepository', {
   async insert(db: Kysely<Database>, row: Insertable<WebhookEndpointsTable>): Promise<void> {
@@ -119,6 +153,30 @@ export const webhookRepository = repository('webhookRepository', {
       .updateTable('webhook_endpoints')
       .set(patch)
       .where('id', '=', id)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  },
+
+  /**
+   * `patch`, only while the endpoint's position and failure are still those given (read before the
+   * change was decided): false when its deliveries moved it meanwhile.
+   */
+  async updateIfAt(
+    db: Kysely<Database>,
+    id: string,
+    at: Pick<WebhookEndpointRow, 'position' | 'failing_since'>,
+    patch: EndpointPatch,
+  ): Promise<boolean> {
+    const result = await db
+      .updateTable('webhook_endpoints')
+      .set(patch)
+      .where('id', '=', id)
+      .where('position', '=', at.position)
+      .where((eb) =>
+        at.failing_since === null
+          ? eb('failing_since', 'is', null)
+          : eb('failing_since', '=', at.failing_since),
+      )
       .executeTakeFirst();
     return Number(result.numUpdatedRows) === 1;
   },
@@ -241,27 +299,74 @@ export const webhookRepository = repository('webhookRepository', {
     return Number(result.numUpdatedRows) === 1;
   },
 
-  /** Adds attempts to the delivery log and drops those beyond the newest ATTEMPTS_KEPT. */
-  async recordAttempts(db: Kysely<Database>, attempts: Insertable<WebhookAttemptsTable>[]): Promise<void> {
-    const kept = attempts.slice(-ATTEMPTS_KEPT);
+  /**
+   * Adds the attempts of one endpoint to its delivery log, then trims the log: it keeps the newest
+   * ATTEMPTS_KEPT attempts that fit in ATTEMPT_LOG_BYTES together (the newest always), none older
+   * than ATTEMPT_LOG_DAYS at `now`. The trim reads the endpoint's entries on the index of
+   * (endpoint_id, id, at, size), never their bodies.
+   */
+  async recordAttempts(
+    db: Kysely<Database>,
+    attempts: Insertable<WebhookAttemptsTable>[],
+    now = new Date(),
+  ): Promise<void> {
+    // Those the trim would drop at once are not written.
+    const kept: Insertable<WebhookAttemptsTable>[] = [];
+    let bytes = 0;
+    for (let i = attempts.length - 1; i >= 0 && kept.length < ATTEMPTS_KEPT; i -= 1) {
+      const attempt = attempts[i] as Insertable<WebhookAttemptsTable>;
+      bytes += attempt.size ?? 0;
+      if (kept.length > 0 && bytes > ATTEMPT_LOG_BYTES) break;
+      kept.unshift(attempt);
+    }
     if (kept.length === 0) return;
     await db.insertInto('webhook_attempts').values(kept).execute();
     const endpointId = kept[0]?.endpoint_id as string;
-    const oldestKept = await db
-      .selectFrom('webhook_attempts')
-      .select('id')
-      .where('endpoint_id', '=', endpointId)
-      .orderBy('id', 'desc')
-      .offset(ATTEMPTS_KEPT - 1)
-      .limit(1)
-      .executeTakeFirst();
-    if (oldestKept !== undefined) {
-      await db
+    await sql`delete from webhook_attempts where endpoint_id = ${endpointId} and id in (
+        select id from (
+          select id, at,
+            row_number() over (order by id desc) as place,
+            sum(size) over (order by id desc) as total
+          from webhook_attempts where endpoint_id = ${endpointId}
+        ) newest_first
+        where place > ${ATTEMPTS_KEPT}
+          or (place > 1 and total > ${ATTEMPT_LOG_BYTES})
+          or at < ${attemptLogCutoff(now)}
+      )`.execute(db);
+  },
+
+  /**
+   * Deletes the attempts older than ATTEMPT_LOG_DAYS at `now` from every endpoint's log, also of
+   * endpoints no attempt was written for since (a write trims its own log): one index read per
+   * endpoint finds the logs that hold any.
+   */
+  async purgeOldAttempts(db: Kysely<Database>, now = new Date()): Promise<number> {
+    const cutoff = attemptLogCutoff(now);
+    const stale = await db
+      .selectFrom('webhook_endpoints as e')
+      .select('e.id')
+      .where(
+        (eb) =>
+          eb
+            .selectFrom('webhook_attempts as a')
+            .select('a.at')
+            .whereRef('a.endpoint_id', '=', 'e.id')
+            .orderBy('a.id')
+            .limit(1),
+        '<',
+        cutoff,
+      )
+      .execute();
+    let deleted = 0;
+    for (const { id } of stale) {
+      const result = await db
         .deleteFrom('webhook_attempts')
-        .where('endpoint_id', '=', endpointId)
-        .where('id', '<', oldestKept.id)
-        .execute();
+        .where('endpoint_id', '=', id)
+        .where('at', '<', cutoff)
+        .executeTakeFirst();
+      deleted += Number(result.numDeletedRows);
     }
+    return deleted;
   },
 
   /** Those of `ids` the endpoint acknowledged since they last entered the view, with that entry's seq. */
@@ -321,14 +426,72 @@ export const webhookRepository = repository('webhookRepository', {
     await query.execute();
   },
 
-  /** The endpoint's latest `limit` attempts, newest first. */
-  async listAttempts(db: Kysely<Database>, endpointId: string, limit: number): Promise<WebhookAttemptRow[]> {
+  /** The endpoint's latest `limit` attempts that pass `filter`, newest first. */
+  async listAttempts(
+    db: Kysely<Database>,
+    endpointId: string,
+    limit: number,
+    filter: AttemptFilter = {},
+  ): Promise<WebhookAttemptRow[]> {
+    let query = db
+      .selectFrom('webhook_attempts')
+      .select(ATTEMPT_COLUMNS)
+      .where('endpoint_id', '=', endpointId);
+    if (filter.since !== undefined) query = query.where('at', '>=', filter.since);
+    const { outcome, types } = filter;
+    if (outcome === 'success') {
+      query = query.where('status', '>=', 200).where('status', '<', 300);
+    } else if (outcome === 'failure') {
+      query = query.where((eb) =>
+        eb.or([eb('status', 'is', null), eb('status', '<', 200), eb('status', '>=', 300)]),
+      );
+    } else if (outcome !== undefined) {
+      query = query.where('outcome', '=', outcome);
+    }
+    if (types !== undefined && !types.includes('*') && types.length > 0) {
+      query = query.where((eb) =>
+        eb.or(
+          types.map((type) =>
+            type.endsWith('.*') ? eb('type', 'like', `${type.slice(0, -1)}%`) : eb('type', '=', type),
+          ),
+        ),
+      );
+    }
+    return query.orderBy('id', 'desc').limit(limit).execute();
+  },
+
+  /** One attempt of the endpoint's log, unless older than `since`. */
+  async findAttempt(
+    db: Kysely<Database>,
+    endpointId: string,
+    attemptId: number,
+    since: string,
+  ): Promise<WebhookAttemptRow | undefined> {
     return db
       .selectFrom('webhook_attempts')
-      .select(['id', 'webhook_id', 'type', 'seq', 'at', 'status', 'duration_ms', 'error'])
+      .select(ATTEMPT_COLUMNS)
       .where('endpoint_id', '=', endpointId)
+      .where('id', '=', attemptId)
+      .where('at', '>=', since)
+      .executeTakeFirst();
+  },
+
+  /** The latest attempt of the event `webhookId` in the endpoint's log whose request was kept, not older than `since`. */
+  async latestAttemptOf(
+    db: Kysely<Database>,
+    endpointId: string,
+    webhookId: string,
+    since: string,
+  ): Promise<WebhookAttemptRow | undefined> {
+    return db
+      .selectFrom('webhook_attempts')
+      .select(ATTEMPT_COLUMNS)
+      .where('endpoint_id', '=', endpointId)
+      .where('webhook_id', '=', webhookId)
+      .where('at', '>=', since)
+      .where('request_body', 'is not', null)
       .orderBy('id', 'desc')
-      .limit(limit)
-      .execute();
+      .limit(1)
+      .executeTakeFirst();
   },
 });

@@ -3,10 +3,12 @@ import { formField } from '../../lib/form-field.ts';
 import { type AdminSession, type Flash, setFlash } from '../../admin/sessions.ts';
 import { messagePage } from '../../admin/views/message-page.ts';
 import {
+  attemptPage,
   deleteConfirmationPage,
   type EndpointWithAttempts,
   endpointPath,
   FROM_LATEST_CONFIRMED,
+  type LogFilter,
   restartConfirmationPage,
   webhookPage,
   webhooksPage,
@@ -14,13 +16,27 @@ import {
 import { InputError } from '../../errors.ts';
 import { WEBHOOKS_PATH } from '../../paths.ts';
 import { userService } from '../../services/user-service.ts';
-import { parseOverlapHours, type WebhookService } from '../../services/webhook-service.ts';
+import {
+  type AttemptQuery,
+  parseAttemptQuery,
+  parseOverlapHours,
+  type WebhookService,
+} from '../../services/webhook-service.ts';
 import { sendPage } from './responses.ts';
 import { sendSignedInPage, signedInAs } from './signed-in.ts';
 
 const HISTORY_LENGTH = 100;
 
 type EndpointParams = { Params: { id: string } };
+type EndpointPageRequest = { Params: { id: string }; Querystring: Record<string, unknown> };
+type AttemptParams = { Params: { id: string; attemptId: string } };
+
+/** One value of a query string: the first when repeated, '' when absent or not text. */
+function queryValue(query: Record<string, unknown>, name: string): string {
+  const value = query[name];
+  const first = Array.isArray(value) ? value[0] : value;
+  return typeof first === 'string' ? first : '';
+}
 
 /** The one-time display of a signing secret: after creation and after a rotation. */
 function secretFlash(message: string, secret: string, note?: string): Flash {
@@ -42,9 +58,10 @@ async function findOwn(
   webhooks: WebhookService,
   endpointId: string,
   accountId: string,
+  query: AttemptQuery = {},
 ): Promise<EndpointWithAttempts | null> {
   try {
-    return await webhooks.show(endpointId, accountId);
+    return await webhooks.show(endpointId, accountId, query);
   } catch (error) {
     if (error instanceof InputError) return null;
     throw error;
@@ -131,6 +148,33 @@ const ENDPOINT_ACTIONS: Record<string, EndpointAction> = {
     };
   },
 
+  async redeliver({ request, endpointId, accountId, actor }) {
+    const result = await request.server.services.webhooks.redeliver(
+      endpointId,
+      formField(request.body, 'webhook_id'),
+      actor,
+      accountId,
+    );
+    if (result.status !== null && result.status >= 200 && result.status < 300) {
+      return {
+        kind: 'success',
+        message: `Event ${result.webhook_id} redelivered: HTTP ${result.status} in ${result.durationMs} ms. The position did not move.`,
+      };
+    }
+    return {
+      kind: 'error',
+      message: `Event ${result.webhook_id} was sent again and failed after ${result.durationMs} ms: ${result.error ?? 'no answer'}.`,
+    };
+  },
+
+  async skip({ request, endpointId, accountId, actor }) {
+    const { skipped } = await request.server.services.webhooks.skip(endpointId, actor, accountId);
+    return {
+      kind: 'success',
+      message: `Skipped ${skipped.webhook_id} (${skipped.type} of ${skipped.record_id}, seq ${skipped.seq}): the next event is sent at once.`,
+    };
+  },
+
   async 'rotate-secret'({ request, endpointId, accountId, actor }) {
     const overlapHours = parseOverlapHours(formField(request.body, 'overlap_hours').trim());
     const rotated = await request.server.services.webhooks.rotateSecret(endpointId, actor, {
@@ -200,12 +244,31 @@ export async function adminWebhookRoutes(app: FastifyInstance): Promise<void> {
     }
   });
 
-  app.get<EndpointParams>('/settings/integrations/webhooks/:id', async (request, reply) => {
+  app.get<EndpointPageRequest>('/settings/integrations/webhooks/:id', async (request, reply) => {
     const session = request.adminSession;
     const { db, services } = request.server;
     const { accountId } = session.principal;
-    const endpoint = await findOwn(services.webhooks, request.params.id, accountId);
+    // The delivery log's filter; one the service refuses is said on the page, and not applied.
+    const filter: LogFilter = {
+      outcome: queryValue(request.query, 'outcome'),
+      type: queryValue(request.query, 'type'),
+      problem: null,
+    };
+    try {
+      parseAttemptQuery(filter);
+    } catch (error) {
+      if (!(error instanceof InputError)) throw error;
+      filter.problem = error.message;
+    }
+    const endpoint = await findOwn(
+      services.webhooks,
+      request.params.id,
+      accountId,
+      filter.problem === null ? filter : {},
+    );
     if (endpoint === null) return notFound(reply, session);
+    const stuck =
+      endpoint.failing_since === null ? null : await services.webhooks.stuckEvent(endpoint.id, accountId);
     const history = await services.webhooks.history(endpoint.id, accountId, HISTORY_LENGTH);
     const actors = [endpoint.created_by, ...history.map((event) => event.actor)];
     const userIds = [
@@ -215,9 +278,42 @@ export async function adminWebhookRoutes(app: FastifyInstance): Promise<void> {
     return sendSignedInPage(
       request,
       reply,
-      webhookPage({ signedIn: signedInAs(session), endpoint, history, userNames }),
+      webhookPage({ signedIn: signedInAs(session), endpoint, history, userNames, stuck, filter }),
     );
   });
+
+  app.get<AttemptParams>(
+    '/settings/integrations/webhooks/:id/attempts/:attemptId',
+    async (request, reply) => {
+      const session = request.adminSession;
+      const { webhooks } = request.server.services;
+      const { accountId } = session.principal;
+      const endpoint = await findOwn(webhooks, request.params.id, accountId, { limit: 1 });
+      if (endpoint === null) return notFound(reply, session);
+      let attempt;
+      try {
+        attempt = await webhooks.attempt(endpoint.id, request.params.attemptId, accountId);
+      } catch (error) {
+        if (!(error instanceof InputError)) throw error;
+        return sendPage(
+          reply,
+          404,
+          messagePage({
+            title: 'Delivery attempt not found',
+            message:
+              'The delivery log of this endpoint has no such attempt: it keeps the last 1,000 attempts of the last 30 days.',
+            next: { href: endpointPath(endpoint.id), label: 'Back to the endpoint' },
+            signedIn: signedInAs(session),
+          }),
+        );
+      }
+      return sendSignedInPage(
+        request,
+        reply,
+        attemptPage({ signedIn: signedInAs(session), endpoint, attempt }),
+      );
+    },
+  );
 
   app.get<EndpointParams>('/settings/integrations/webhooks/:id/delete', async (request, reply) => {
     const session = request.adminSession;

@@ -12,7 +12,17 @@ import { type AdminRoute, describeAdminRouteAccess } from './route-access.ts';
 const WEBHOOKS = '/admin/settings/integrations/webhooks';
 const SECRET = /whsec_[A-Za-z0-9+/]+={0,2}/g;
 /** Every form the webhook pages post to, below an endpoint's path ('' is the create form's). */
-const ENDPOINT_POSTS = ['update', 'disable', 'enable', 'resend', 'rotate-secret', 'test', 'delete'];
+const ENDPOINT_POSTS = [
+  'update',
+  'disable',
+  'enable',
+  'resend',
+  'rotate-secret',
+  'test',
+  'redeliver',
+  'skip',
+  'delete',
+];
 
 /** The value of the read-only field with this id, as the one-time display shows it. */
 function fieldValue(page: string, id: string): string | undefined {
@@ -81,6 +91,10 @@ for (const store of STORES) {
       const res = await client.submit(list.body, WEBHOOKS, { url: receiver.url(), events: '*', ...form });
       assert.equal(res.statusCode, 303);
       const location = String(res.headers.location);
+      if (!new RegExp(`^${WEBHOOKS}/[0-9a-f-]{36}$`).test(location))
+        assert.fail(
+          `not added: ${/Nothing was added|The endpoint was not added[^<]*/.exec((await client.get(location)).body)?.[0]}`,
+        );
       assert.match(location, new RegExp(`^${WEBHOOKS}/[0-9a-f-]{36}$`));
       const page = (await client.get(location)).body;
       const secret = fieldValue(page, 'new-webhook-secret');
@@ -179,7 +193,8 @@ for (const store of STORES) {
         webhook_id: `msg_${i}`,
         type: 'incident.created',
         seq: i,
-        at: new Date(Date.UTC(2026, 2, 1, 10, i)).toISOString(),
+        // Within the log's 30 days: older attempts are not kept.
+        at: new Date(Date.now() - (60 - i) * 60_000).toISOString(),
         status: i % 2 === 0 ? 503 : null,
         duration_ms: 100 + i,
         error: i % 2 === 0 ? `HTTP 503: <b>down</b> ${i}` : 'ECONNREFUSED: connect ECONNREFUSED',
@@ -795,6 +810,217 @@ for (const store of STORES) {
       assert.ok(!(await client.get(WEBHOOKS)).body.includes(foreign.id), 'not listed');
     });
 
+    /** The rows of the delivery log's table on an endpoint's page, each from its `<tr>`. */
+    function logRows(page: string): string[] {
+      const start = page.indexOf('id="webhook-attempts-table"');
+      if (start < 0) return [];
+      return page.slice(start, page.indexOf('</table>', start)).split('<tr>').slice(2);
+    }
+
+    /** The link of each listed attempt to its page. */
+    const attemptLinks = (page: string) =>
+      [...page.matchAll(/<a href="(\/admin\/settings\/integrations\/webhooks\/[^"]+\/attempts\/\d+)">/g)].map(
+        (match) => match[1] as string,
+      );
+
+    test('the delivery log: filtered by outcome and event type; each attempt’s page shows its request and response, never a secret', async () => {
+      receiver.answer = (_received, response) => {
+        response.setHeader('x-receiver-trace', 'trace-1');
+        response.statusCode = 200;
+        response.end('{"ok":true,"note":"<b>thanks</b>"}');
+      };
+      const { id, secret } = await createThroughPanel({ url: receiver.url('/log') });
+      await act(id, 'test');
+      await receiver.waitFor(1);
+      const sent = receiver.received[0] as Received;
+      const at = new Date().toISOString();
+      await webhookRepository.recordAttempts(ctx.db, [
+        {
+          endpoint_id: id,
+          webhook_id: 'msg_panel_timeout',
+          type: 'incident.updated',
+          seq: 1,
+          at,
+          status: null,
+          duration_ms: 2000,
+          error: 'no answer within 2000 ms',
+          outcome: 'timeout',
+          request_headers: '{"webhook-id":"msg_panel_timeout"}',
+          request_body: '{"type":"incident.updated"}',
+        },
+        // As the release before the log kept requests wrote it.
+
+        {
+          endpoint_id: id,
+          webhook_id: 'msg_panel_500',
+          type: 'user.created',
+          seq: 2,
+          at,
+          status: 500,
+          duration_ms: 12,
+          error: 'HTTP 500',
+          outcome: null,
+        },
+      ]);
+
+      const page = (await client.get(`${WEBHOOKS}/${id}`)).body;
+      assert.equal(logRows(page).length, 3);
+      assert.match(page, /<select id="log-outcome" name="outcome">/);
+      const only = async (query: string) =>
+        logRows((await client.get(`${WEBHOOKS}/${id}?${query}`)).body).map(
+          (row) => /<code>(msg_[^<]+)<\/code>/.exec(row)?.[1],
+        );
+      assert.deepEqual(await only('outcome=failure'), ['msg_panel_500', 'msg_panel_timeout']);
+      assert.deepEqual(await only('outcome=timeout'), ['msg_panel_timeout']);
+      assert.deepEqual(await only('outcome=success'), [sent.headers['webhook-id']]);
+      assert.deepEqual(await only('type=user.*'), ['msg_panel_500']);
+      assert.deepEqual(await only('type=incident.*%2Cwebhook.test&outcome=failure'), ['msg_panel_timeout']);
+      const filtered = (await client.get(`${WEBHOOKS}/${id}?outcome=timeout&type=incident.*`)).body;
+      assert.match(filtered, /<option value="timeout" selected>/);
+      assert.match(filtered, /<input id="log-type" name="type" type="text" value="incident\.\*"/);
+      assert.match(filtered, /Show every attempt/);
+      assert.match(
+        (await client.get(`${WEBHOOKS}/${id}?type=user.deleted`)).body,
+        /No attempt in the log matches this filter\./,
+      );
+      const refused = (await client.get(`${WEBHOOKS}/${id}?outcome=sometimes`)).body;
+      assert.match(refused, /The filter was not applied: outcome must be one of success, failure,/);
+      assert.equal(logRows(refused).length, 3, 'the whole log instead');
+
+      const links = attemptLinks(page);
+      assert.equal(links.length, 3);
+      const detail = await client.get(links[2] as string);
+      assert.equal(detail.statusCode, 200);
+      assert.match(detail.headers['cache-control'] as string, /no-store/);
+      const body = detail.body;
+      assert.match(body, new RegExp(`<h1>Delivery attempt <code>${sent.headers['webhook-id']}</code></h1>`));
+      for (const name of ['webhook-id', 'webhook-timestamp', 'webhook-signature', 'user-agent']) {
+        const value = String(sent.headers[name]).replaceAll('+', '\\+');
+        assert.match(body, new RegExp(`<dt><code>${name}</code></dt><dd><code>${value}</code></dd>`), name);
+      }
+      assert.match(
+        body,
+        /<pre class="payload" id="attempt-request-body"[^>]*><code>\{\n {2}&quot;type&quot;: &quot;webhook\.test&quot;/,
+      );
+      assert.match(body, /<p id="attempt-response-status">HTTP 200<\/p>/);
+      assert.match(body, /<dt><code>x-receiver-trace<\/code><\/dt><dd><code>trace-1<\/code><\/dd>/);
+      assert.match(body, /&quot;note&quot;: &quot;&lt;b&gt;thanks&lt;\/b&gt;&quot;/, 'the answer, escaped');
+      assert.match(body, /Redeliver this event<\/button>/);
+      const timeout = (await client.get(links[1] as string)).body;
+      assert.match(timeout, /No answer came: no answer within 2000 ms\./);
+      assert.match(timeout, /<span class="muted">\(timeout\)<\/span>/);
+      const legacy = (await client.get(links[0] as string)).body;
+      assert.match(legacy, /Not kept: this attempt was logged before the delivery log kept requests\./);
+      assert.match(
+        legacy,
+        /HTTP 500 <span class="badge badge-failed">Failed<\/span> <span class="muted">\(http_error\)<\/span>/,
+      );
+      assert.doesNotMatch(legacy, /Redeliver this event/, 'no body to send again');
+
+      const key = secret.slice('whsec_'.length);
+      for (const shown of [page, filtered, body, timeout, legacy])
+        assert.ok(!shown.includes(key), 'never the secret');
+      const other = await createThroughPanel({ url: receiver.url('/other') });
+      for (const url of [
+        `${WEBHOOKS}/${id}/attempts/999999999`,
+        `${WEBHOOKS}/${other.id}/attempts/${links[2]?.split('/').at(-1)}`,
+        `${WEBHOOKS}/${id}/attempts/abc`,
+      ]) {
+        const res = await client.get(url);
+        assert.equal(res.statusCode, 404, url);
+        assert.match(res.body, /The delivery log of this endpoint has no such attempt/);
+      }
+    });
+
+    test('redeliver from an attempt’s page: the same webhook-id and body, a new signature the receiver verifies; logged and audited', async () => {
+      const { id, secret } = await createThroughPanel({ url: receiver.url('/redeliver') });
+      await act(id, 'test');
+      await receiver.waitFor(1);
+      const first = receiver.received[0] as Received;
+      const before = await stored(id);
+      const [link] = attemptLinks((await client.get(`${WEBHOOKS}/${id}`)).body);
+      const detail = (await client.get(link as string)).body;
+      const webhookId = /name="webhook_id" value="([^"]+)"/.exec(detail)?.[1];
+      assert.equal(webhookId, first.headers['webhook-id']);
+      const res = await client.submit(detail, `${WEBHOOKS}/${id}/redeliver`, {
+        webhook_id: webhookId as string,
+      });
+      assert.equal(res.statusCode, 303);
+      assert.equal(res.headers.location, `${WEBHOOKS}/${id}`);
+      const page = (await client.get(String(res.headers.location))).body;
+      assert.match(
+        page,
+        new RegExp(`Event ${webhookId} redelivered: HTTP 204 in \\d+ ms\\. The position did not move\\.`),
+      );
+      await receiver.waitFor(2);
+      const again = receiver.received[1] as Received;
+      assert.equal(again.headers['webhook-id'], webhookId);
+      assert.equal(again.body, first.body);
+      assert.deepEqual(verify(secret, again), JSON.parse(first.body));
+      assert.equal(logRows(page).length, 2, 'logged');
+      assert.equal((await stored(id))?.position, before?.position);
+      assert.deepEqual(
+        (await history(id)).map((event) => [event.action, event.actor, event.detail]),
+        [
+          ['redelivered', admin.id, `${webhookId} (webhook.test): HTTP 204`],
+          ['created', admin.id, `url ${receiver.url('/redeliver')}, events *`],
+        ],
+      );
+      assert.match(page, /<td data-label="Action">Redelivered an event<\/td>/);
+
+      const { page: unknown } = await act(id, 'redeliver', { webhook_id: 'msg_not_in_the_log' });
+      assert.match(
+        unknown,
+        /Nothing was changed: the delivery log of webhook endpoint &quot;[0-9a-f-]+&quot; holds no event with webhook id &quot;msg_not_in_the_log&quot;/,
+      );
+      assert.equal(receiver.received.length, 2);
+      assert.equal((await history(id)).length, 2);
+    });
+
+    test('skip: a failing endpoint’s page names the event it is stuck on; the button passes it and is audited; refused when not stuck', async () => {
+      const { id } = await createThroughPanel({ url: receiver.url('/skip') });
+      let page = (await client.get(`${WEBHOOKS}/${id}`)).body;
+      assert.doesNotMatch(page, /Skip this event/, 'not failing: no skip');
+      const { page: refused } = await act(id, 'skip');
+      assert.match(
+        refused,
+        /Nothing was changed: the webhook endpoint &quot;[0-9a-f-]+&quot; is not stuck on an event: its deliveries are not failing\./,
+      );
+
+      const position = (await stored(id))?.position ?? 0;
+      await seedIncidents(ctx.db, accountId, 2);
+      const failingSince = new Date(Date.now() - 120_000).toISOString();
+      await webhookRepository.update(ctx.db, id, {
+        failing_since: failingSince,
+        failed_attempts: 2,
+        next_attempt_at: new Date(Date.now() + 600_000).toISOString(),
+        updated_at: new Date().toISOString(),
+      });
+      page = (await client.get(`${WEBHOOKS}/${id}`)).body;
+      const stuck =
+        /<p id="webhook-stuck">Failing on <code>(msg_[^<]+)<\/code>: <code>incident\.created<\/code> of <code>([0-9a-f-]+)<\/code> \(seq (\d+)\)\.<\/p>/.exec(
+          page,
+        );
+      assert.ok(stuck !== null, 'the event it is stuck on is named');
+      assert.equal(Number(stuck[3]), position + 1);
+
+      const { page: after } = await act(id, 'skip');
+      assert.match(
+        after,
+        new RegExp(
+          `Skipped ${stuck[1]} \\(incident\\.created of ${stuck[2]}, seq ${position + 1}\\): the next event is sent at once\\.`,
+        ),
+      );
+      const row = await stored(id);
+      assert.equal(row?.position, position + 1);
+      assert.equal(row?.failing_since, null);
+      assert.doesNotMatch(after, /Skip this event/);
+      assert.deepEqual((await history(id)).map((event) => [event.action, event.actor]).slice(0, 1), [
+        ['skipped', admin.id],
+      ]);
+      assert.match(after, /<td data-label="Action">Skipped an event<\/td>/);
+    });
+
     test('an endpoint id no store can hold is not found, as any unknown one is', async () => {
       for (const suffix of ['', '/delete', '/enable']) {
         const res = await client.get(`${WEBHOOKS}/%00${suffix}`);
@@ -821,9 +1047,39 @@ for (const store of STORES) {
           description: 'Guarded endpoint, stopped',
         });
         await act(stopped, 'disable');
+        // An event in the log to redeliver, and one the endpoint is stuck on to skip.
+        await webhookRepository.recordAttempts(ctx.db, [
+          {
+            endpoint_id: id,
+            webhook_id: 'msg_guarded',
+            type: 'webhook.test',
+            seq: null,
+            at: new Date().toISOString(),
+            status: 204,
+            duration_ms: 5,
+            error: null,
+            request_headers: '{"webhook-id":"msg_guarded"}',
+            request_body: '{"type":"webhook.test"}',
+            response_headers: '{}',
+            response_body: '',
+            outcome: 'success',
+          },
+        ]);
+        const [attempt] = await webhookRepository.listAttempts(ctx.db, id, 1);
+        await seedIncidents(ctx.db, accountId, 1);
+        await webhookRepository.update(ctx.db, id, {
+          failing_since: new Date().toISOString(),
+          updated_at: new Date().toISOString(),
+        });
         // Every field any endpoint form reads, so each would act if let through; `enable` goes to
         // the disabled endpoint.
-        const form = { url: receiver.url(), cursor: 'latest', overlap_hours: '0', from_latest: 'confirmed' };
+        const form = {
+          url: receiver.url(),
+          cursor: 'latest',
+          overlap_hours: '0',
+          from_latest: 'confirmed',
+          webhook_id: 'msg_guarded',
+        };
         return {
           hidden: [receiver.url(), 'Guarded endpoint'],
           unchanged: () =>
@@ -838,6 +1094,7 @@ for (const store of STORES) {
             { method: 'GET', url: WEBHOOKS },
             { method: 'GET', url: `${WEBHOOKS}/${id}` },
             { method: 'GET', url: `${WEBHOOKS}/${id}/delete` },
+            { method: 'GET', url: `${WEBHOOKS}/${id}/attempts/${attempt?.id}` },
             { method: 'GET', url: `${WEBHOOKS}/${stopped}/enable` },
             { method: 'POST', url: WEBHOOKS, form: { ...form, events: '*' } },
             ...ENDPOINT_POSTS.map((action): AdminRoute => ({
