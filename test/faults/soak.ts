@@ -80,7 +80,7 @@ interface Delivery {
  * which each worker writes in one transaction with its endpoint's position and what the receiver
  * now knows. An acknowledgment the receiver gave but the log never held was lost with an instance
  * (killed after the POST, before the write). Read every 250 ms, far more often than the log drops
- * an endpoint's attempts beyond its newest 100 (an endpoint makes a few per second at most).
+ * an endpoint's attempts beyond its newest 1,000 or 4 MiB (an endpoint makes a few per second at most).
  */
 class KeptAcknowledgments {
   readonly webhookIds = new Set<string>();
