@@ -3,7 +3,7 @@
 // what it counted and every promise it saw broken. Exits 1 if any was. It starts its own Redis and
 // creates its own database, like the tests (README, "Tests and checks").
 import { parseArgs } from 'node:util';
-import type { Store } from '../src/db/database.ts';
+import type { StoreName } from '../src/db/database.ts';
 import { runSoak } from '../test/faults/soak.ts';
 
 const { values } = parseArgs({
@@ -15,7 +15,7 @@ if ((store !== 'postgres' && store !== 'sqlite') || !(minutes > 0)) {
   console.error('usage: npm run soak -- [--store postgres|sqlite] [--minutes N]');
   process.exit(2);
 }
-const chosen: Store = store;
+const chosen: StoreName = store;
 console.log(`soak: ${chosen}, ${minutes} min`);
 const { violations, counts } = await runSoak({
   store: chosen,

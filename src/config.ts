@@ -442,7 +442,7 @@ export interface CacheBudgets {
   keyRows: number;
   /** Rate-limit window ends per key (src/auth/rate-limit.ts). */
   rateLimitWindows: number;
-  /** Prepared SQLite statements per connection (src/db/statement-cache.ts). */
+  /** Prepared SQLite statements per connection (src/db/sqlite/statement-cache.ts). */
   sqliteStatements: number;
 }
 

@@ -8,7 +8,7 @@ import { PublicRateLimiter } from './auth/rate-limit.ts';
 import { SharedGeneration } from './auth/shared-generation.ts';
 import { SignIn } from './auth/sign-in.ts';
 import { type Config, cacheBudgets } from './config.ts';
-import { type DatabaseHandle, openServerDatabase } from './db/database.ts';
+import { type DatabaseHandle, isInMemory, openServerDatabase } from './db/database.ts';
 import { checkMigrated, type MigrationReport, migrateThrough, migrateToLatest } from './db/migrate.ts';
 import type { Database } from './db/schema.ts';
 import { isStoreUnavailable } from './db/store-health.ts';
@@ -17,8 +17,6 @@ import { MailService } from './services/mail-service.ts';
 import { buildServices, type Services } from './services/services.ts';
 import { WebhookDispatcher } from './webhooks/delivery.ts';
 import { OutboundClient } from './webhooks/outbound.ts';
-
-const IN_MEMORY_SQLITE = 'sqlite::memory:';
 
 /** One line for what the start applied, one for the migrations of a newer release it serves beside. */
 function logMigrations(
@@ -81,7 +79,8 @@ export async function openRuntime(
   };
   // An in-memory SQLite database exists only in its one handle: it is migrated on the server's
   // below, whatever MIGRATE_ON_START says (nothing else could migrate it).
-  if (config.databaseUrl !== IN_MEMORY_SQLITE) {
+  const inMemory = isInMemory(config.databaseUrl);
+  if (!inMemory) {
     const report = config.migrateOnStart
       ? await migrateThrough(config.databaseUrl, config.migrationDatabaseUrl, {
           onWait: () => availabilityLog.info({}, 'another process is applying migrations: waiting for it'),
@@ -96,7 +95,7 @@ export async function openRuntime(
     onIdleError: (error) =>
       logger.warn({ err: error }, 'an idle PostgreSQL connection was lost; it will be replaced'),
   });
-  if (config.databaseUrl === IN_MEMORY_SQLITE) {
+  if (inMemory) {
     try {
       logMigrations(await migrateToLatest(database.db), availabilityLog);
     } catch (error) {
@@ -116,7 +115,7 @@ export async function openRuntime(
   }
   // SQLite's commit watch sees every commit by itself; PostgreSQL needs writers to say so.
   const sharedGeneration =
-    redis !== null && database.store === 'postgres'
+    redis !== null && !database.store.seesOtherProcessesCommits
       ? await SharedGeneration.open(redis, database.db, redisSuspicion)
       : null;
   // Where the count reads the generation, it has a connection of its own: ioredis keeps one script
@@ -173,7 +172,6 @@ export async function openRuntime(
     secrets: services.webhooks,
     notices: mail,
     store: database.store,
-    commitWatch: database.commitWatch,
     // LISTEN needs a session of its own: through MIGRATION_DATABASE_URL (a direct or session-mode
     // route) when DATABASE_URL goes through a transaction-mode pooler, which drops notifications.
     databaseUrl: config.migrationDatabaseUrl,

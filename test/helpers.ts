@@ -10,7 +10,7 @@ import pg from 'pg';
 import type { DestinationStream } from 'pino';
 import { buildApp } from '../src/app.ts';
 import { type Config, loadConfig } from '../src/config.ts';
-import { type DatabaseHandle, openDatabase, type Store } from '../src/db/database.ts';
+import { type DatabaseHandle, openDatabase, type StoreName } from '../src/db/database.ts';
 import { accountRepository } from '../src/db/repositories/accounts.ts';
 import { type IncidentInput, incidentRepository } from '../src/db/repositories/incidents.ts';
 import type { Database } from '../src/db/schema.ts';
@@ -25,7 +25,7 @@ import { openRuntime, type Runtime } from '../src/runtime.ts';
 
 export const ADMIN_PG_URL = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
-export const STORES: Store[] = (process.env.TEST_STORES ?? 'sqlite,postgres').split(',') as Store[];
+export const STORES: StoreName[] = (process.env.TEST_STORES ?? 'sqlite,postgres').split(',') as StoreName[];
 export const ROOT = new URL('..', import.meta.url).pathname;
 
 export interface TestDatabase {
@@ -37,7 +37,7 @@ export interface TestDatabase {
  * A database of its own. `migrated`: already at the latest schema, copied from the run's template
  * when `npm test` made one (scripts/test-templates.mjs), else left for the caller to migrate.
  */
-export async function createTestDatabase(store: Store, { migrated = false } = {}): Promise<TestDatabase> {
+export async function createTestDatabase(store: StoreName, { migrated = false } = {}): Promise<TestDatabase> {
   const template = migrated ? process.env[`TEST_TEMPLATE_${store.toUpperCase()}`] : undefined;
   if (store === 'sqlite') {
     const dir = mkdtempSync(join(tmpdir(), 'safety-api-test-'));
@@ -91,7 +91,7 @@ const SILENT_RUNTIME: RuntimeLogger = { warn: () => {}, error: () => {} };
  * database's own (`databaseUrl` stays the latter).
  */
 export async function createTestContext(
-  store: Store,
+  store: StoreName,
   env: Record<string, string> = {},
   {
     logStream,

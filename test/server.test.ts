@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { openDatabase, type Store } from '../src/db/database.ts';
+import { openDatabase, type StoreName } from '../src/db/database.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
 import { heapGrowthFlag } from '../src/server.ts';
 import { freePort, startRedis, startRelay } from './faults/harness.ts';
@@ -108,7 +108,7 @@ async function assertExits(server: ServerProcess, code: number, maxMs: number, m
 
 /** A fresh, migrated database of `store` with one account and one key of it. */
 async function seededDatabase(
-  store: Store,
+  store: StoreName,
   account: Parameters<typeof seedAccount>[1] = {},
 ): Promise<{ database: TestDatabase; key: { id: string; rawKey: string } }> {
   const database = await createTestDatabase(store);

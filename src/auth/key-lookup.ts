@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { CommitWatch } from '../db/commit-watch.ts';
+import type { CommitCounter } from '../db/store.ts';
 import { apiKeyRepository, type KeyForAuth } from '../db/repositories/api-keys.ts';
 import type { Database } from '../db/schema.ts';
 import { cacheBudgets, DEFAULT_CACHE_MAX_MB } from '../config.ts';
@@ -65,11 +65,11 @@ export class KeyLookup {
   private readonly reads = new Map<string, Promise<KeyForAuth | undefined>>();
 
   private readonly db: Kysely<Database>;
-  private readonly watch: Pick<CommitWatch, 'current'> | Pick<SharedGeneration, 'current'> | null;
+  private readonly watch: CommitCounter | Pick<SharedGeneration, 'current'> | null;
 
   constructor(
     db: Kysely<Database>,
-    watch: Pick<CommitWatch, 'current'> | Pick<SharedGeneration, 'current'> | null,
+    watch: CommitCounter | Pick<SharedGeneration, 'current'> | null,
     maxBytes = cacheBudgets(DEFAULT_CACHE_MAX_MB).keyRows,
   ) {
     this.db = db;

@@ -1,5 +1,5 @@
 /**
- * Rows in PostgreSQL's COPY text format, for `COPY … FROM STDIN` (`copyInOnPostgres`). The format
+ * Rows in PostgreSQL's COPY text format, for `COPY … FROM STDIN` (`PostgresStore.copyInQuery`). The format
  * (https://www.postgresql.org/docs/current/sql-copy.html, "Text Format"): one row per line ending
  * in LF, columns separated by tabs, `\N` for NULL, and in data a backslash escaped as `\\` and the
  * characters that would end a column or a row as `\t`, `\n` and `\r`. Every other character is

@@ -13,10 +13,11 @@ import * as webhookPreviousSecrets from './migrations/0011_webhook_previous_secr
 import * as webhookEndpointBounds from './migrations/0012_webhook_endpoint_bounds.ts';
 import * as mailNotices from './migrations/0013_mail_notices.ts';
 import * as webhookDeliveryLog from './migrations/0014_webhook_delivery_log.ts';
-import { openDatabase, storeBehind } from './database.ts';
+import { openDatabase } from './database.ts';
 import { healthRepository } from './repositories/health.ts';
 import { migrationStateRepository } from './repositories/migration-state.ts';
 import type { Database } from './schema.ts';
+import { storeFor } from './store.ts';
 import { isStoreUnavailable } from './store-health.ts';
 
 /**
@@ -67,79 +68,23 @@ export interface MigrateOptions {
   onWait?: () => void;
 }
 
-/** How long SQLite's busy handler waits for the write lock per try, between which nothing runs. */
-const SQLITE_LOCK_TRY_MS = 5000;
-/** How long a process waits for another one's migrations on SQLite, as on PostgreSQL (Kysely's bound). */
-const SQLITE_LOCK_WAIT_MS = 60 * 60 * 1000;
-
-function isSqliteBusy(error: unknown): boolean {
-  return (
-    error instanceof Error &&
-    'code' in error &&
-    typeof error.code === 'string' &&
-    error.code.startsWith('SQLITE_BUSY')
-  );
-}
-
 /**
  * Runs `work` on one connection holding the migration lock, so that processes starting at once
  * migrate one after the other and each sees what the one before it applied.
  *
- * - PostgreSQL: Kysely's own advisory lock, taken on the connection the Migrator then runs on (a
- *   session's advisory locks nest). Released by the session's end if the process dies.
- * - SQLite: the write lock, as one transaction (BEGIN IMMEDIATE) around the check and every
- *   migration: Kysely's Migrator takes no lock and no transaction on SQLite, so two processes
- *   could otherwise both apply the same migration, and a failing one would leave half its changes.
+ * Which lock that is, is the store's (`MigrationDialect.withMigrationLock`): PostgreSQL's advisory
+ * lock, SQLite's write lock around the check and every migration.
  */
 async function withMigrationLock<T>(
   db: Kysely<Database>,
   { onWait }: MigrateOptions,
   work: (connection: Kysely<Database>) => Promise<T>,
 ): Promise<T> {
-  return db.connection().execute(async (connection) => {
-    if (storeBehind(connection) === 'postgres') {
-      if (!(await migrationStateRepository.tryLockPostgres(connection))) {
-        onWait?.();
-        await migrationStateRepository.lockPostgres(connection);
-      }
-      let result: T;
-      try {
-        result = await work(connection);
-      } catch (error) {
-        // The migration's own error is the one to tell, whatever happens to the unlock.
-        await migrationStateRepository.unlockPostgres(connection).catch(() => {});
-        throw error;
-      }
-      await migrationStateRepository.unlockPostgres(connection);
-      return result;
-    }
-
-    const busyTimeout = await migrationStateRepository.sqliteBusyTimeout(connection);
-    const deadline = Date.now() + SQLITE_LOCK_WAIT_MS;
-    for (let waitMs = 0; ; waitMs = SQLITE_LOCK_TRY_MS) {
-      try {
-        await migrationStateRepository.beginSqliteLock(connection, waitMs);
-        break;
-      } catch (error) {
-        if (!isSqliteBusy(error) || Date.now() >= deadline) {
-          await migrationStateRepository.restoreSqliteBusyTimeout(connection, busyTimeout);
-          throw error;
-        }
-        if (waitMs === 0) onWait?.();
-      }
-    }
-    await migrationStateRepository.restoreSqliteBusyTimeout(connection, busyTimeout);
-    let result: T;
-    try {
-      result = await work(connection);
-    } catch (error) {
-      // SQLite may have rolled back already (some errors end the transaction themselves).
-      await migrationStateRepository.rollbackSqlite(connection).catch(() => {});
-      throw error;
-    }
-    await migrationStateRepository.commitSqlite(connection);
-    return result;
-  });
+  return db
+    .connection()
+    .execute((connection) =>
+      storeFor(connection).migrations.withMigrationLock(connection, onWait, () => work(connection)),
+    );
 }
 
 /**

@@ -9,6 +9,12 @@ import { outsideRequest } from './store-context.ts';
 /** How `StoreMonitor` names a failed call that no repository operation issued. */
 export const UNNAMED_OPERATION = '(outside the repositories)';
 
+/**
+ * The server's deadline for one store call: a PostgreSQL connect or wait for a pooled connection,
+ * a PostgreSQL statement, a SQLite statement meeting another process's write lock.
+ */
+export const STORE_DEADLINE_MS = 2000;
+
 /** Seconds a client is asked to wait before retrying while the store is unavailable. */
 export const STORE_RETRY_AFTER_SECONDS = 5;
 

@@ -6,7 +6,6 @@ import {
   mkdtempSync,
   openSync,
   readSync,
-  realpathSync,
   renameSync,
   rmSync,
   statSync,
@@ -15,10 +14,11 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import {
   type DatabaseHandle,
+  databaseFile,
+  isDatabaseUrl,
+  isInMemory,
   openDatabase,
-  refreshPlannerStatistics,
-  storeOf,
-  withBulkWriteSettings,
+  shownDatabaseUrl,
 } from '../db/database.ts';
 import { migrations, migrateToLatest } from '../db/migrate.ts';
 import { MIGRATION_TABLES } from '../db/repositories/migration-state.ts';
@@ -30,7 +30,7 @@ import {
   type TableColumn,
 } from '../db/repositories/store-copy.ts';
 import type { Database } from '../db/schema.ts';
-import { type Snapshot, sqliteSnapshots } from '../db/snapshot.ts';
+import type { Snapshot } from '../db/snapshot.ts';
 import { InputError } from '../errors.ts';
 
 /**
@@ -153,23 +153,14 @@ export interface CopyResult {
 
 /** `sqlite:PATH` or `postgres://…`, as DATABASE_URL takes them; anything else is an InputError. */
 export function checkStoreUrl(option: string, url: string): void {
-  const sqlite = url.startsWith('sqlite:') && url.length > 'sqlite:'.length;
-  const postgres = /^postgres(ql)?:\/\/./.test(url);
-  if (!sqlite && !postgres)
+  if (!isDatabaseUrl(url))
     throw new InputError(`${option} must be sqlite:PATH or postgres://… (got "${url}")`);
-  if (url === 'sqlite::memory:') throw new InputError(`${option}: an in-memory database cannot be copied`);
+  if (isInMemory(url)) throw new InputError(`${option}: an in-memory database cannot be copied`);
 }
 
 /** A URL as it may be shown: without its password. */
 export function shownUrl(url: string): string {
-  if (storeOf(url) === 'sqlite') return url;
-  try {
-    const parsed = new URL(url);
-    if (parsed.password !== '') parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return 'postgres://…';
-  }
+  return shownDatabaseUrl(url);
 }
 
 /** The copied tables in an order where each comes after the tables its foreign keys reference. */
@@ -215,15 +206,10 @@ async function* pagesOf(db: Snapshot['db'], table: string, columns: TableColumn[
   }
 }
 
-async function sameDatabase(source: DatabaseHandle, target: DatabaseHandle, from: string, to: string) {
-  if (source.store !== target.store) return false;
-  if (source.store === 'sqlite') {
-    const path = (url: string) => url.slice('sqlite:'.length);
-    return existsSync(path(to)) && realpathSync(path(from)) === realpathSync(path(to));
-  }
+async function sameDatabase(source: DatabaseHandle, target: DatabaseHandle) {
   const [a, b] = await Promise.all([
-    storeCopyRepository.postgresIdentity(source.db),
-    storeCopyRepository.postgresIdentity(target.db),
+    storeCopyRepository.identity(source.db),
+    storeCopyRepository.identity(target.db),
   ]);
   return a === b;
 }
@@ -240,15 +226,16 @@ export async function copyStore(options: CopyOptions): Promise<CopyResult> {
   const started = performance.now();
   checkStoreUrl('--from', options.from);
   checkStoreUrl('--to', options.to);
-  if (storeOf(options.from) === 'sqlite' && !existsSync(options.from.slice('sqlite:'.length)))
-    throw new InputError(`--from: no database at ${options.from.slice('sqlite:'.length)}`);
+  const sourceFile = databaseFile(options.from);
+  if (sourceFile !== null && !existsSync(sourceFile))
+    throw new InputError(`--from: no database at ${sourceFile}`);
 
   const source = openDatabase(options.from);
   let target: DatabaseHandle | null = null;
   let snapshot: Snapshot | null = null;
   try {
     target = openDatabase(options.to);
-    if (await sameDatabase(source, target, options.from, options.to))
+    if (await sameDatabase(source, target))
       throw new InputError('--from and --to are the same database: nothing was written');
     if (options.migrateSource === true) await migrateToLatest(source.db);
 
@@ -308,7 +295,7 @@ export async function copyStore(options: CopyOptions): Promise<CopyResult> {
     const reports: TableReport[] = [];
     const into = target;
     const from = snapshot;
-    await withBulkWriteSettings(into.db, () =>
+    await into.store.withBulkWriteSettings(into.db, () =>
       into.db.transaction().execute(async (trx) => {
         if (holding.length > 0) await storeCopyRepository.emptyTables(trx, targetTables);
         const setAside = await storeCopyRepository.setAsideStructures(trx, tables);
@@ -343,7 +330,7 @@ export async function copyStore(options: CopyOptions): Promise<CopyResult> {
         await storeCopyRepository.restoreStructures(trx, setAside);
         // Statistics before the read-back: without them PostgreSQL reads each page of a million
         // rows by sorting the whole table rather than through its primary key.
-        await refreshPlannerStatistics(trx, tables as (keyof Database)[]);
+        await into.store.refreshPlannerStatistics(trx, tables as (keyof Database)[]);
         const broken = await storeCopyRepository.foreignKeyViolations(trx);
         if (broken > 0)
           throw new Error(`${broken} copied rows reference rows that are not there: nothing was committed`);
@@ -385,19 +372,22 @@ export interface BackupResult {
  */
 export async function backupSqlite(databaseUrl: string, file: string): Promise<BackupResult> {
   const started = performance.now();
-  if (storeOf(databaseUrl) !== 'sqlite')
+  const path = databaseFile(databaseUrl);
+  if (path === null)
     throw new InputError(
       'backup is for SQLite: back PostgreSQL up with pg_dump and pg_restore (docs/operations.md, "Backups")',
     );
-  const path = databaseUrl.slice('sqlite:'.length);
-  if (path === ':memory:' || !existsSync(path)) throw new InputError(`DATABASE_URL: no database at ${path}`);
+  if (isInMemory(databaseUrl) || !existsSync(path))
+    throw new InputError(`DATABASE_URL: no database at ${path}`);
   if (existsSync(file)) throw new InputError(`${file} exists already: a backup never overwrites a file`);
   if (!existsSync(dirname(file))) throw new InputError(`${dirname(file)}: no such directory`);
   const partial = join(dirname(file), `.${basename(file)}.partial-${process.pid}`);
   const handle = openDatabase(databaseUrl);
   try {
     await storeCopyRepository.vacuumInto(handle.db, partial);
-    const snapshot = await sqliteSnapshots(partial).open();
+    const backup = handle.store.backup;
+    if (backup === null) throw new Error('this store has no backup of its own');
+    const snapshot = await backup.snapshotOfFile(partial);
     const rows: Record<string, number> = {};
     try {
       const problems = await storeCopyRepository.integrityProblems(snapshot.db);

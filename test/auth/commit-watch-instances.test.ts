@@ -16,7 +16,7 @@ import { exactnessOnTwoInstances, type Instance, overHttp } from './two-instance
 /**
  * SQLite: two real `safety-api serve` processes on one database file, as production runs them,
  * each with its own connections and caches, and no Redis. Each reuses a key row it read earlier
- * only while the commit watch (`src/db/commit-watch.ts`) shows nothing committed since, by any
+ * only while the commit watch (`src/db/sqlite/commit-watch.ts`) shows nothing committed since, by any
  * connection of any process. The cases every store shares are in `two-instances.ts`.
  */
 

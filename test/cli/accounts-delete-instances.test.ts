@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { type DatabaseHandle, openDatabase, type Store } from '../../src/db/database.ts';
+import { type DatabaseHandle, openDatabase, type StoreName } from '../../src/db/database.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
 import { overHttp } from '../auth/two-instances.ts';
 import {
@@ -27,7 +27,7 @@ import { sleep } from '../wait.ts';
  * more.
  */
 
-const SETTINGS: Record<Store, Record<string, string>> = {
+const SETTINGS: Record<StoreName, Record<string, string>> = {
   postgres: { REDIS_URL },
   sqlite: { REDIS_URL: '' },
 };

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import * as oidc from 'openid-client';
 import { Webhook } from 'standardwebhooks';
-import type { Store } from '../../src/db/database.ts';
+import type { StoreName } from '../../src/db/database.ts';
 import { openDatabase } from '../../src/db/database.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
 import { storeCopyRepository } from '../../src/db/repositories/store-copy.ts';
@@ -70,7 +70,7 @@ describe('copy-store: the tables it copies', () => {
   }
 
   test('a table neither copied nor excluded stops the copy before anything is written', async () => {
-    const store = STORES[0] as Store;
+    const store = STORES[0] as StoreName;
     const [from, to] = [await createTestDatabase(store), await createTestDatabase(store)];
     const handle = openDatabase(from.url);
     try {
@@ -96,7 +96,7 @@ const DIRECTIONS = (
   [
     ['sqlite', 'postgres'],
     ['postgres', 'sqlite'],
-  ] as [Store, Store][]
+  ] as [StoreName, StoreName][]
 ).filter(([from, to]) => STORES.includes(from) && STORES.includes(to));
 
 for (const [fromStore, toStore] of DIRECTIONS) {

@@ -9,7 +9,7 @@ import { hashApiKey } from '../../src/auth/api-keys.ts';
 import { KeyLookup } from '../../src/auth/key-lookup.ts';
 import { cacheBudgets } from '../../src/config.ts';
 import { openServerDatabase } from '../../src/db/database.ts';
-import { withStatementCache } from '../../src/db/statement-cache.ts';
+import { withStatementCache } from '../../src/db/sqlite/statement-cache.ts';
 import { recordBytes } from '../../src/lib/lru.ts';
 import { createTestContext, seedAccount, seedKey } from '../helpers.ts';
 

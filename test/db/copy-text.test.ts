@@ -4,12 +4,8 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { copyText, copyValue, parseCopyText } from '../../src/db/copy-text.ts';
 import { CompiledQuery } from 'kysely';
-import {
-  copiedOnPostgres,
-  copyInOnPostgres,
-  type DatabaseHandle,
-  openDatabase,
-} from '../../src/db/database.ts';
+import { type DatabaseHandle, openDatabase } from '../../src/db/database.ts';
+import type { PostgresStore } from '../../src/db/postgres/store.ts';
 import { createTestDatabase, STORES, type TestDatabase } from '../helpers.ts';
 import { hostileTexts } from './hostile-texts.ts';
 
@@ -29,6 +25,9 @@ if (STORES.includes('postgres')) {
   describe('COPY text into PostgreSQL (postgres)', () => {
     let database: TestDatabase;
     let handle: DatabaseHandle;
+    const copyInOnPostgres = (table: string, columns: readonly string[], data: string) =>
+      (handle.store as PostgresStore).copyInQuery(table, columns, data);
+    const copiedOnPostgres = (query: CompiledQuery) => (handle.store as PostgresStore).copiedQuery(query);
 
     before(async () => {
       database = await createTestDatabase('postgres');

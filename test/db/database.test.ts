@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { sql } from 'kysely';
+import { type CompiledQuery, sql } from 'kysely';
 import SqliteDatabase from 'better-sqlite3';
 import pg from 'pg';
-import { copiedOnPostgres, openDatabase, preparedOnPostgres } from '../../src/db/database.ts';
+import { openDatabase } from '../../src/db/database.ts';
+import type { PostgresStore } from '../../src/db/postgres/store.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
 import {
   ADMIN_PG_URL,
@@ -99,6 +100,7 @@ describe('PostgreSQL statements marked for reuse', { skip: !STORES.includes('pos
     ctx = await createTestContext('postgres');
   });
   after(() => ctx.close());
+  const preparedOnPostgres = <R>(query: CompiledQuery<R>) => ctx.runtime.database.store.prepared(query);
 
   test('are prepared once per connection and then run by name; others are not', async () => {
     await ctx.db.connection().execute(async (connection) => {
@@ -159,6 +161,8 @@ describe('PostgreSQL statements marked to be copied', { skip: !STORES.includes('
     ctx = await createTestContext('postgres');
   });
   after(() => ctx.close());
+  const copiedOnPostgres = (query: CompiledQuery) =>
+    (ctx.runtime.database.store as PostgresStore).copiedQuery(query);
 
   test("run as COPY in the caller's transaction and answer its text, literals escaped", async () => {
     const text = await ctx.db.transaction().execute(async (trx) => {

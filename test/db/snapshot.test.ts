@@ -3,7 +3,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
 import { CompiledQuery } from 'kysely';
 import pg from 'pg';
-import { postgresSnapshots, type SnapshotSource } from '../../src/db/snapshot.ts';
+import { postgresSnapshots } from '../../src/db/postgres/snapshots.ts';
+import type { SnapshotSource } from '../../src/db/snapshot.ts';
 import { createTestDatabase, STORES, type TestDatabase } from '../helpers.ts';
 
 /**

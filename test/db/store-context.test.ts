@@ -8,7 +8,7 @@ import {
   openDatabase,
   openServerDatabase,
   STORE_DEADLINE_MS,
-  type Store,
+  type StoreName,
 } from '../../src/db/database.ts';
 import { migrateThrough } from '../../src/db/migrate.ts';
 import { accountRepository } from '../../src/db/repositories/accounts.ts';
@@ -41,7 +41,7 @@ function asRequest<T>(budgetMs: number, work: () => Promise<T>): Promise<T> {
 }
 
 async function withServerDatabase(
-  store: Store,
+  store: StoreName,
   run: (handle: DatabaseHandle, url: string) => Promise<void>,
   logger = monitorLog().logger,
 ): Promise<void> {

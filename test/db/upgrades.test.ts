@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { sql } from 'kysely';
-import { openDatabase, type Store } from '../../src/db/database.ts';
+import { openDatabase, type StoreName } from '../../src/db/database.ts';
 import { migrateToLatest, migrations } from '../../src/db/migrate.ts';
 import {
   bearer,
@@ -148,7 +148,10 @@ async function seededKey(url: string): Promise<string> {
   }
 }
 
-async function withDatabase(store: Store, work: (database: TestDatabase) => Promise<void>): Promise<void> {
+async function withDatabase(
+  store: StoreName,
+  work: (database: TestDatabase) => Promise<void>,
+): Promise<void> {
   const database = await createTestDatabase(store);
   try {
     await work(database);

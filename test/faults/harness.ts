@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { connect, createServer, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import type { Store } from '../../src/db/database.ts';
+import type { StoreName } from '../../src/db/database.ts';
 import { ADMIN_PG_URL, createTestContext, type TestContext } from '../helpers.ts';
 import { sleep } from '../wait.ts';
 
@@ -196,7 +196,7 @@ export interface FaultContext extends TestContext {
  * reaches its database by (a relay's), from the database's own; `databaseUrl` stays the latter.
  */
 export async function createFaultContext(
-  store: Store,
+  store: StoreName,
   env: Record<string, string> = {},
   route: (databaseUrl: string) => Promise<string> = async (url) => url,
 ): Promise<FaultContext> {

@@ -300,7 +300,7 @@ if (STORES.includes('postgres')) {
 
   /**
    * PostgreSQL streams through `COPY (…) TO STDOUT` an export of incidents as NDJSON (the snapshot's
-   * `copyOut`) and each changes-feed page (`copiedOnPostgres`). An export's response has begun when
+   * `copyOut`) and each changes-feed page (`Store.copyRows`). An export's response has begun when
    * its COPY dies: the body's stream fails, and Fastify destroys the socket, so the chunked body
    * never gets its last chunk and the client's read fails. Rows cut off at a line's end would look
    * like a whole NDJSON file: only that failure tells the client. A feed page is read whole before
@@ -334,7 +334,7 @@ if (STORES.includes('postgres')) {
 
     /**
      * The sessions of the test's own database running a COPY, or between it and their next
-     * statement: `copyOutOf` (src/db/snapshot.ts) sends `COPY (…) TO STDOUT`, for an export's
+     * statement: `copyOutOf` (src/db/postgres/snapshots.ts) sends `COPY (…) TO STDOUT`, for an export's
      * stream and for each changes-feed page alike.
      */
     const COPYING = `from pg_stat_activity where datname = $1 and query like 'COPY (%'`;

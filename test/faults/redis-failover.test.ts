@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Redis } from 'ioredis';
-import { openDatabase, type Store } from '../../src/db/database.ts';
+import { openDatabase, type StoreName } from '../../src/db/database.ts';
 import { REDIS_COMMAND_TIMEOUT_MS } from '../../src/redis.ts';
 import {
   bearer,
@@ -24,7 +24,7 @@ import { sleep, until } from '../wait.ts';
  * REDIS_URL in its Sentinel form; the primary killed while requests keep coming. PostgreSQL where
  * it is tested: there each server holds two Redis connections (the count has one of its own).
  */
-const store: Store = STORES.includes('postgres') ? 'postgres' : 'sqlite';
+const store: StoreName = STORES.includes('postgres') ? 'postgres' : 'sqlite';
 
 const MASTER = 'safety-primary';
 const PASSWORD = 'failover-test-secret';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { Store } from '../../src/db/database.ts';
+import type { StoreName } from '../../src/db/database.ts';
 import { REDIS_COMMAND_TIMEOUT_MS } from '../../src/redis.ts';
 import { bearer, STORES, seedAccount, seedKey } from '../helpers.ts';
 import { blockAfterNextWriteTo, cpuWaitMs, watchGarbageCollection } from './busy-loop.ts';
@@ -22,7 +22,7 @@ const AT_ONCE = 20;
  * allowed ALLOWANCE requests an hour per key. Redis is stopped again if the application does not
  * start.
  */
-async function startRedisAndApp(on: Store) {
+async function startRedisAndApp(on: StoreName) {
   const redis = await startRedis();
   try {
     const ctx = await createFaultContext(on, { REDIS_URL: redis.url });

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
 import pg from 'pg';
-import type { Store } from '../../src/db/database.ts';
+import type { StoreName } from '../../src/db/database.ts';
 import { DEMO_ACCOUNT_ID, demoRecords, writeNdjson } from '../../src/demo/demo-data.ts';
 import { createTestDatabase, runCli, type ServerProcess, startServer } from '../helpers.ts';
 import { freePort, type OwnRedis, startRedis, startRelay } from './harness.ts';
@@ -25,7 +25,7 @@ import { sleep } from '../wait.ts';
  */
 
 export interface SoakOptions {
-  store: Store;
+  store: StoreName;
   /** How long the faults, imports, key cycles and clients run. */
   durationMs: number;
   /** A fault starts this often (each lasts a few seconds). */
@@ -92,7 +92,7 @@ class KeptAcknowledgments {
   private readonly read: (after: number) => Promise<{ id: number; webhook_id: string }[]>;
   private readonly close: () => Promise<void>;
 
-  constructor(store: Store, url: string) {
+  constructor(store: StoreName, url: string) {
     const query =
       'select id, webhook_id from webhook_attempts where id > $after and status >= 200 and status < 300 order by id';
     if (store === 'sqlite') {

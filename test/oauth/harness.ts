@@ -4,7 +4,7 @@ import { createServer } from 'node:net';
 import type { Kysely } from 'kysely';
 import * as oidc from 'openid-client';
 import { cheapPasswordHash } from '../auth/password-fixtures.ts';
-import type { Store } from '../../src/db/database.ts';
+import type { StoreName } from '../../src/db/database.ts';
 import type { Database } from '../../src/db/schema.ts';
 import { oauthClientService } from '../../src/services/oauth-client-service.ts';
 import { OAUTH_PATH } from '../../src/paths.ts';
@@ -39,7 +39,10 @@ export function freePort(): Promise<number> {
 }
 
 /** The app listening on a free port of 127.0.0.1, with BASE_URL set to that address. */
-export async function startOauthServer(store: Store, env: Record<string, string> = {}): Promise<OauthServer> {
+export async function startOauthServer(
+  store: StoreName,
+  env: Record<string, string> = {},
+): Promise<OauthServer> {
   const port = await freePort();
   const baseUrl = `http://127.0.0.1:${port}`;
   const ctx = await createTestContext(store, { ...env, BASE_URL: baseUrl });

@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import { createServer, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { openDatabase, type Store } from '../../src/db/database.ts';
+import { openDatabase, type StoreName } from '../../src/db/database.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
 import {
   bearer,
@@ -26,7 +26,7 @@ const SERVER = 2;
 const QUERY_IN_URL = 's3cr3t-in-the-query';
 
 /** A fresh, migrated database of `store` with one account, one key and a few incidents. */
-async function seededDatabase(store: Store) {
+async function seededDatabase(store: StoreName) {
   const database = await createTestDatabase(store);
   const handle = openDatabase(database.url);
   try {

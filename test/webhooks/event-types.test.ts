@@ -157,7 +157,6 @@ for (const store of STORES) {
         feed: services.changeFeed,
         secrets: services.webhooks,
         store: runtime.database.store,
-        commitWatch: runtime.database.commitWatch,
         databaseUrl: config.migrationDatabaseUrl,
         outbound: runtime.outbound,
         leaseSeconds: config.webhookLeaseSeconds,

@@ -1,4 +1,5 @@
-import { type Kysely, PostgresAdapter, sql } from 'kysely';
+import { type Kysely, sql } from 'kysely';
+import { storeFor } from '../store.ts';
 
 // Timestamps are ISO 8601 strings and flags are 0/1 integers in both stores (see schema.ts).
 
@@ -6,7 +7,8 @@ import { type Kysely, PostgresAdapter, sql } from 'kysely';
 export const additive = true;
 
 export async function up(db: Kysely<unknown>): Promise<void> {
-  const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
+  // The store hands out the values: an identity column, or an AUTOINCREMENT key.
+  const { generatedKey } = storeFor(db).migrations;
 
   await db.schema
     .createTable('accounts')
@@ -104,9 +106,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
 
   await db.schema
     .createTable('api_key_events')
-    .addColumn('id', 'integer', (c) =>
-      postgres ? c.primaryKey().generatedAlwaysAsIdentity() : c.primaryKey().autoIncrement(),
-    )
+    .addColumn('id', 'integer', generatedKey)
     .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id').onDelete('cascade'))
     .addColumn('key_id', 'text', (c) => c.notNull())
     .addColumn('actor', 'text', (c) => c.notNull())

@@ -1,4 +1,5 @@
-import { type Kysely, PostgresAdapter, sql } from 'kysely';
+import { type Kysely, sql } from 'kysely';
+import { storeFor } from '../store.ts';
 
 /**
  * Webhooks (docs/design.md, "Webhooks"; docs/webhooks.md) and one audit trail.
@@ -21,7 +22,8 @@ const RECORD_TABLES = ['incidents', 'users', 'departments', 'locations'] as cons
 export const additive = false;
 
 export async function up(db: Kysely<unknown>): Promise<void> {
-  const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
+  // The store hands out the values: an identity column, or an AUTOINCREMENT key.
+  const { generatedKey } = storeFor(db).migrations;
 
   for (const table of RECORD_TABLES) {
     await db.schema
@@ -70,9 +72,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
 
   await db.schema
     .createTable('webhook_attempts')
-    .addColumn('id', 'integer', (c) =>
-      postgres ? c.primaryKey().generatedAlwaysAsIdentity() : c.primaryKey().autoIncrement(),
-    )
+    .addColumn('id', 'integer', generatedKey)
     .addColumn('endpoint_id', 'text', (c) =>
       c.notNull().references('webhook_endpoints.id').onDelete('cascade'),
     )

@@ -1,4 +1,4 @@
-import { type Kysely, type Selectable, SqliteAdapter, sql } from 'kysely';
+import type { Kysely, Selectable } from 'kysely';
 import type {
   ApiKeysTable,
   AuditEventsTable,
@@ -11,6 +11,7 @@ import type {
 } from '../schema.ts';
 import { API_KEY_COLUMNS } from './api-keys.ts';
 import { notifyWebhooks } from './notifications.ts';
+import { storeFor } from '../store.ts';
 import { repository } from '../store-context.ts';
 
 /**
@@ -154,8 +155,6 @@ const CLIENT_COLUMNS = [
   'created_at',
   'previous_secret_expires_at',
 ] as const;
-
-const isSqlite = (db: Kysely<Database>) => db.getExecutor().adapter instanceof SqliteAdapter;
 
 /** The account's rows of a public-view table after `after`, in (change_seq, id) order. */
 function bySeq<T extends 'departments' | 'locations' | 'users'>(
@@ -311,18 +310,15 @@ export const accountDataRepository = repository('accountDataRepository', {
    * endpoint. SQLite: the transaction holds the one write lock from its start.
    */
   async erase(db: Kysely<Database>, accountId: string): Promise<ErasedCounts | undefined> {
-    const sqlite = isSqlite(db);
+    const store = storeFor(db);
     const account = db.selectFrom('accounts').select('id').where('id', '=', accountId);
-    if ((await (sqlite ? account : account.forUpdate()).executeTakeFirst()) === undefined) return undefined;
-    if (!sqlite) {
-      await db.selectFrom('api_keys').select('id').where('account_id', '=', accountId).forUpdate().execute();
-      await db
-        .selectFrom('webhook_endpoints')
-        .select('id')
-        .where('account_id', '=', accountId)
-        .forUpdate()
-        .execute();
-    }
+    if ((await store.lockRows(account, 'update').executeTakeFirst()) === undefined) return undefined;
+    await store
+      .lockRows(db.selectFrom('api_keys').select('id').where('account_id', '=', accountId), 'update')
+      .execute();
+    await store
+      .lockRows(db.selectFrom('webhook_endpoints').select('id').where('account_id', '=', accountId), 'update')
+      .execute();
 
     const keyIds = db.selectFrom('api_keys').select('id').where('account_id', '=', accountId);
     const userIds = db.selectFrom('users').select('id').where('account_id', '=', accountId);
@@ -364,7 +360,7 @@ export const accountDataRepository = repository('accountDataRepository', {
         db
           .deleteFrom('oauth_payloads')
           .where('model', '=', 'Interaction')
-          .where(contains('payload', `"client_id":${JSON.stringify(clientId)}`, sqlite))
+          .where(store.contains('payload', `"client_id":${JSON.stringify(clientId)}`))
           .execute(),
       );
     }
@@ -390,10 +386,3 @@ export const accountDataRepository = repository('accountDataRepository', {
     return counts;
   },
 });
-
-/** Whether text `column` holds `part` exactly (case and all), on either store. */
-function contains(column: 'payload', part: string, sqlite: boolean) {
-  return sqlite
-    ? sql<boolean>`instr(${sql.ref(column)}, ${part}) > 0`
-    : sql<boolean>`strpos(${sql.ref(column)}, ${part}) > 0`;
-}

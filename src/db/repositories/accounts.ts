@@ -1,6 +1,7 @@
-import { type Kysely, type Selectable, SqliteAdapter, sql } from 'kysely';
+import { type Kysely, type Selectable, sql } from 'kysely';
 import type { AccountsTable, Database } from '../schema.ts';
 import { notifyWebhooks } from './notifications.ts';
+import { storeFor } from '../store.ts';
 import { repository } from '../store-context.ts';
 
 const COLUMNS = [
@@ -84,8 +85,7 @@ export const accountRepository = repository('accountRepository', {
    */
   async lockForChanges(db: Kysely<Database>, accountId: string): Promise<number | null> {
     const query = db.selectFrom('accounts').select('data_version').where('id', '=', accountId);
-    const locked = db.getExecutor().adapter instanceof SqliteAdapter ? query : query.forNoKeyUpdate();
-    return (await locked.executeTakeFirst())?.data_version ?? null;
+    return (await storeFor(db).lockRows(query, 'no key update').executeTakeFirst())?.data_version ?? null;
   },
 
   /**

@@ -1,6 +1,6 @@
-import { type CompiledQuery, type Insertable, type Kysely, type Selectable, sql } from 'kysely';
-import { preparedOnPostgres } from '../database.ts';
+import { type Insertable, type Kysely, type Selectable, sql } from 'kysely';
 import type { AccountsTable, ApiKeysTable, Database } from '../schema.ts';
+import { storeFor } from '../store.ts';
 import { repository } from '../store-context.ts';
 
 /** A key as its owners see it: everything but the hash, which never leaves the store. */
@@ -79,20 +79,17 @@ function authLookup(db: Kysely<Database>, keyHash: string) {
     .where('k.key_hash', '=', keyHash);
 }
 
-// Its only parameter is the key hash (the `where` above).
-const compiledAuthLookups = new WeakMap<Kysely<Database>, CompiledQuery<KeyForAuth>>();
-
 export const apiKeyRepository = repository('apiKeyRepository', {
   /**
    * Runs on every public request that `KeyLookup` cannot answer from a row it knows to be current,
-   * so the query is built and compiled once per database and only its one parameter changes.
+   * so the query is built and compiled once per store (its only parameter is the key hash, the
+   * `where` above) and only that parameter changes; PostgreSQL prepares it once per connection.
    */
   async findForAuthByHash(db: Kysely<Database>, keyHash: string): Promise<KeyForAuth | undefined> {
-    let compiled = compiledAuthLookups.get(db);
-    if (compiled === undefined) {
-      compiled = preparedOnPostgres(authLookup(db, keyHash).compile());
-      compiledAuthLookups.set(db, compiled);
-    }
+    const store = storeFor(db);
+    const compiled = store.compiledOnce('apiKeyRepository.findForAuthByHash', () =>
+      store.prepared(authLookup(db, keyHash).compile()),
+    );
     const { rows } = await db.executeQuery<KeyForAuth>({ ...compiled, parameters: [keyHash] });
     return rows[0];
   },

@@ -1,6 +1,6 @@
-import { type Compilable, type ExpressionBuilder, type Kysely, type Selectable, SqliteAdapter } from 'kysely';
-import { copiedOnPostgres, preparedOnPostgres } from '../database.ts';
+import type { Compilable, ExpressionBuilder, Kysely, Selectable } from 'kysely';
 import type { Database, IncidentsTable, IncidentTombstonesTable } from '../schema.ts';
+import { storeFor } from '../store.ts';
 import {
   isPublicNamedResource,
   type NamedResourceRow,
@@ -47,11 +47,11 @@ function inRange(accountId: string, { after, upTo }: SeqRange) {
 }
 
 /**
- * Runs a feed read as a statement PostgreSQL prepares once per connection (`preparedOnPostgres`):
- * a page runs these on every request, and their text depends only on the code.
+ * Runs a feed read as a statement the store prepares once per connection (`Store.prepared`): a
+ * page runs these on every request, and their text depends only on the code.
  */
 async function prepared<Row>(query: Compilable<Row>, db: Kysely<Database>): Promise<Row[]> {
-  return (await db.executeQuery(preparedOnPostgres(query.compile()))).rows;
+  return (await db.executeQuery(storeFor(db).prepared(query.compile()))).rows;
 }
 
 /** The tables whose rows enter and leave the public view. */
@@ -67,7 +67,7 @@ export const changeRepository = repository('changeRepository', {
   },
 
   /**
-   * The incidents of `incidents` below as COPY text (PostgreSQL: `copiedOnPostgres`), for a reader
+   * The incidents of `incidents` below as COPY text (PostgreSQL: `Store.copyRows`), for a reader
    * that writes their JSON without a row object: per row `change_seq`, `id`, the incident's
    * `fields` in order (`incidentFieldSql`) and `changed_at`. Null where the store has no COPY.
    */
@@ -77,7 +77,8 @@ export const changeRepository = repository('changeRepository', {
     range: SeqRange,
     fields: readonly string[],
   ): Promise<Buffer | null> {
-    if (db.getExecutor().adapter instanceof SqliteAdapter) return null;
+    const copyRows = storeFor(db).copyRows;
+    if (copyRows === null) return null;
     const query = db
       .selectFrom('incidents')
       .select([
@@ -90,8 +91,7 @@ export const changeRepository = repository('changeRepository', {
       .orderBy('change_seq')
       .limit(range.limit)
       .compile();
-    const { rows } = await db.executeQuery(copiedOnPostgres(query));
-    return rows[0]?.copy ?? Buffer.alloc(0);
+    return copyRows(db, query);
   },
 
   /** The columns the lists show, and the change's place. */

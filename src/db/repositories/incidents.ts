@@ -1,8 +1,14 @@
-import { CompiledQuery, type Kysely, type RawBuilder, type Selectable, SqliteAdapter, sql } from 'kysely';
-import pg from 'pg';
-import { copyText } from '../copy-text.ts';
-import { copyInOnPostgres } from '../database.ts';
+import {
+  type CompiledQuery,
+  type InsertQueryBuilder,
+  type InsertResult,
+  type Kysely,
+  type RawBuilder,
+  type Selectable,
+  sql,
+} from 'kysely';
 import type { Database, IncidentsTable } from '../schema.ts';
+import { storeFor } from '../store.ts';
 import { anyColumnChanged, type ChangeStamp } from './change-stamp.ts';
 import { repository } from '../store-context.ts';
 
@@ -52,7 +58,7 @@ export const INCIDENT_COLUMNS = [
   'updated_at',
 ] as const;
 
-/** Every stored column but `position`, in the order `batchSql` binds them. */
+/** Every stored column but `position`. */
 const INSERT_COLUMNS = [
   'account_id',
   ...INCIDENT_COLUMNS,
@@ -61,129 +67,42 @@ const INSERT_COLUMNS = [
   'created_seq',
 ] as const;
 
+/** Every stored column, in the order the batch statements bind them and `insertNew` copies them. */
+export const BATCH_COLUMNS = [...INSERT_COLUMNS, 'position'] as const;
+
 /** The columns an import may change; the others say where the row is. */
 const UPDATED_COLUMNS = INCIDENT_COLUMNS.filter((column) => column !== 'id');
 
 /**
- * The two statements of `upsertMany`, for a batch of `rows` rows:
- * - `insertNew` inserts the rows whose id is new and skips the others. On SQLite it is
- *   `INSERT OR IGNORE`: a statement that cannot fail halfway, which SQLite runs without journaling
- *   the pages it changes (see `withBulkWriteSettings`); on PostgreSQL `ON CONFLICT DO NOTHING`.
+ * The two batch statements of `upsertMany` (`IncidentBulk.runBatch`, built by each store):
+ * - `insertNew` inserts the rows whose id is new and skips the others.
  * - `upsert` also updates rows whose id exists in the same account, never moving one to another.
  */
-type BatchStatement = 'insertNew' | 'upsert';
+export type BatchStatement = 'insertNew' | 'upsert';
 
-/** The type of each column of `batchSql`'s PostgreSQL rows, as `json_to_recordset` reads them. */
-const POSTGRES_TYPES: Record<(typeof INSERT_COLUMNS)[number] | 'position', 'text' | 'integer'> = {
-  account_id: 'text',
-  id: 'text',
-  incident_number: 'text',
-  description: 'text',
-  status: 'text',
-  severity_likelihood: 'integer',
-  severity_impact: 'integer',
-  location: 'text',
-  incident_date: 'text',
-  created_at: 'text',
-  updated_at: 'text',
-  change_seq: 'integer',
-  changed_at: 'text',
-  created_seq: 'integer',
-  position: 'integer',
-};
-
-/**
- * Building a many-row INSERT through Kysely costs more than SQLite takes to run it, and its SQL
- * depends only on the store, the statement and the row count. The last one compiled is kept per
- * store (adapter) and statement, so the full batches of an import build each once and reuse its
- * prepared statement too. On PostgreSQL the batch is one parameter whatever its size, a JSON array
- * of the rows that `json_to_recordset` turns into a table: one set-based statement per batch,
- * instead of binding (and PostgreSQL parsing) fifteen parameters per row.
- */
-const compiled = new WeakMap<object, Partial<Record<BatchStatement, { rows: number; sql: string }>>>();
-
-function batchSql(db: Kysely<Database>, statement: BatchStatement, rows: number): string {
-  const adapter = db.getExecutor().adapter;
-  const sqlite = adapter instanceof SqliteAdapter;
-  const cache = compiled.get(adapter) ?? {};
-  compiled.set(adapter, cache);
-  const cached = cache[statement];
-  if (cached !== undefined && (cached.rows === rows || !sqlite)) return cached.sql;
-  // Each column's value is its place in the row, so the parameters show the order Kysely binds.
-  const order = [...INSERT_COLUMNS, 'position'] as const;
-  const row = Object.fromEntries(order.map((column, index) => [column, index]));
-  const insert = sqlite
-    ? db
-        .insertInto('incidents')
-        .values(Array.from({ length: rows }, () => row as unknown as IncidentInput & ChangeStamp))
-    : db
-        .insertInto('incidents')
-        .columns(order)
-        .expression(
-          // A record without a position stores 0, the column's default (see `batchParameters`).
-          sql`SELECT ${sql.join(order.map((column) => (column === 'position' ? sql`coalesce(position, 0)` : sql.ref(column))))} FROM json_to_recordset(${0}::json) AS r(${sql.raw(
-            order.map((column) => `${column} ${POSTGRES_TYPES[column]}`).join(', '),
-          )})`,
-        );
-  const query = (
-    statement === 'upsert'
-      ? insert.onConflict((oc) =>
-          oc
-            .column('id')
-            .doUpdateSet((eb) => ({
-              incident_number: eb.ref('excluded.incident_number'),
-              description: eb.ref('excluded.description'),
-              status: eb.ref('excluded.status'),
-              severity_likelihood: eb.ref('excluded.severity_likelihood'),
-              severity_impact: eb.ref('excluded.severity_impact'),
-              location: eb.ref('excluded.location'),
-              incident_date: eb.ref('excluded.incident_date'),
-              created_at: eb.ref('excluded.created_at'),
-              updated_at: eb.ref('excluded.updated_at'),
-              change_seq: eb.ref('excluded.change_seq'),
-              changed_at: eb.ref('excluded.changed_at'),
-            }))
-            .whereRef('incidents.account_id', '=', 'excluded.account_id')
-            .where(anyColumnChanged('incidents', UPDATED_COLUMNS)),
-        )
-      : sqlite
-        ? insert.orIgnore()
-        : insert.onConflict((oc) => oc.column('id').doNothing())
-  ).compile();
-  const bound = sqlite
-    ? Array.from({ length: rows * order.length }, (_, index) => index % order.length)
-    : [0];
-  if (
-    query.parameters.length !== bound.length ||
-    query.parameters.some((value, index) => value !== bound[index])
-  )
-    throw new Error('incident batch insert: Kysely bound the columns in an unexpected order');
-  cache[statement] = { rows, sql: query.sql };
-  return query.sql;
-}
-
-/** The parameters of `batchSql`'s statement for `incidents`. */
-function batchParameters(db: Kysely<Database>, incidents: (IncidentInput & ChangeStamp)[]): unknown[] {
-  // Keys JSON leaves out (undefined) are NULL to json_to_recordset; keys it does not name, ignored.
-  if (!(db.getExecutor().adapter instanceof SqliteAdapter)) return [JSON.stringify(incidents)];
-  const parameters: unknown[] = [];
-  for (const incident of incidents) {
-    for (const column of INSERT_COLUMNS) parameters.push(incident[column] ?? null);
-    // 0 is the column's default: the value an insert without a position stored before rerank.
-    parameters.push(incident.position ?? 0);
-  }
-  return parameters;
-}
-
-/** Runs `batchSql`'s `statement` for a batch of `rows` rows; returns the rows it wrote. */
-async function runBatch(
-  db: Kysely<Database>,
-  statement: BatchStatement,
-  rows: number,
-  parameters: unknown[],
-): Promise<number> {
-  const result = await db.executeQuery(CompiledQuery.raw(batchSql(db, statement, rows), parameters));
-  return Number(result.numAffectedRows ?? 0);
+/** `insert` as the `upsert` batch statement: an existing row of the same account takes the new values. */
+export function updatingExisting(
+  insert: InsertQueryBuilder<Database, 'incidents', InsertResult>,
+): InsertQueryBuilder<Database, 'incidents', InsertResult> {
+  return insert.onConflict((oc) =>
+    oc
+      .column('id')
+      .doUpdateSet((eb) => ({
+        incident_number: eb.ref('excluded.incident_number'),
+        description: eb.ref('excluded.description'),
+        status: eb.ref('excluded.status'),
+        severity_likelihood: eb.ref('excluded.severity_likelihood'),
+        severity_impact: eb.ref('excluded.severity_impact'),
+        location: eb.ref('excluded.location'),
+        incident_date: eb.ref('excluded.incident_date'),
+        created_at: eb.ref('excluded.created_at'),
+        updated_at: eb.ref('excluded.updated_at'),
+        change_seq: eb.ref('excluded.change_seq'),
+        changed_at: eb.ref('excluded.changed_at'),
+      }))
+      .whereRef('incidents.account_id', '=', 'excluded.account_id')
+      .where(anyColumnChanged('incidents', UPDATED_COLUMNS)),
+  );
 }
 
 /**
@@ -204,47 +123,23 @@ export class IncidentExistsError extends Error {
   }
 }
 
-/** Every stored column, in the order `insertNew` copies them. */
-const COPIED_COLUMNS = [...INSERT_COLUMNS, 'position'] as const;
-
 /** What a deletion names: an incident of an account. */
 type IncidentKeyRef = Pick<IncidentInput, 'id' | 'account_id'>;
 
-/** SQLite's page cache while `rerank` runs (KiB). */
-const RERANK_CACHE_KIB = 2048;
-
-/** The paging index, which `rerank` may build again on SQLite. */
-const POSITION_INDEX = 'incidents_account_position';
-
-/**
- * The statement that made the paging index, when it is to be dropped and built again rather than
- * have `rows` entries moved or inserted out of its order (SQLite, inside a transaction, so that it
- * is never left dropped by a failure in between): when they are over a quarter of the table.
- * Building it sorts every incident's entry once (2.8 s for a million, against 17 s to move the
- * entries of a shuffled million one at a time into an index larger than the page cache).
- */
-async function positionIndexToRebuild(db: Kysely<Database>, rows: number): Promise<string | null> {
-  if (!(db.getExecutor().adapter instanceof SqliteAdapter) || !db.isTransaction) return null;
-  const { total } = await db
-    .selectFrom('incidents')
-    .select((eb) => eb.fn.countAll<number>().as('total'))
-    .executeTakeFirstOrThrow();
-  if (rows * 4 <= Number(total)) return null;
-  const index = await sql<{ sql: string }>`
-    SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ${POSITION_INDEX}`.execute(db);
-  return index.rows[0]?.sql ?? null;
-}
-
-/** A file's incident keys in file order (`ord` from 1), while an import ranks them (`rankKeys`). */
-const KEYS_TABLE = 'import_incident_keys';
-/** Each of those keys with its rank in its account, in file order (`rankKeys`). */
-const RANKS_CURSOR = 'import_incident_ranks';
+/** The paging index, which a store may build again rather than move its entries one by one. */
+export const POSITION_INDEX = 'incidents_account_position';
 
 /** An incident's account and paging key, as an import reads it from its file. */
 export type AccountIncidentKey = IncidentKey & { account_id: string };
 
 /** An incident of the file, by its place among the file's incidents: its key and its rank in its account. */
 export type RankedKey = AccountIncidentKey & { rank: number };
+
+function keyRankingOf(db: Kysely<Database>) {
+  const ranking = storeFor(db).incidents.keyRanking;
+  if (ranking === null) throw new Error('this store re-ranks what it wrote: it ranks no keys first');
+  return ranking;
+}
 
 export const incidentRepository = repository('incidentRepository', {
   /**
@@ -414,11 +309,14 @@ export const incidentRepository = repository('incidentRepository', {
    */
   async upsertMany(db: Kysely<Database>, incidents: (IncidentInput & ChangeStamp)[]): Promise<number> {
     if (incidents.length === 0) return 0;
-    const parameters = batchParameters(db, incidents);
+    const bulk = storeFor(db).incidents;
+    const parameters = bulk.batchParameters(incidents);
     // A bulk load is nearly all new incidents: the cheaper statement first, the upsert only for a
     // batch that holds some existing id (it writes the batch's new rows once more, unchanged).
-    const inserted = await runBatch(db, 'insertNew', incidents.length, parameters);
-    return inserted === incidents.length ? inserted : runBatch(db, 'upsert', incidents.length, parameters);
+    const inserted = await bulk.runBatch(db, 'insertNew', incidents.length, parameters);
+    return inserted === incidents.length
+      ? inserted
+      : bulk.runBatch(db, 'upsert', incidents.length, parameters);
   },
 
   /**
@@ -427,7 +325,7 @@ export const incidentRepository = repository('incidentRepository', {
    * SQLite's INSERT OR IGNORE costs no more than an insert.
    */
   insertsNewFaster(db: Kysely<Database>): boolean {
-    return !(db.getExecutor().adapter instanceof SqliteAdapter);
+    return storeFor(db).incidents.insertsNewFaster;
   },
 
   /**
@@ -439,26 +337,7 @@ export const incidentRepository = repository('incidentRepository', {
    */
   async insertNew(db: Kysely<Database>, incidents: (IncidentInput & ChangeStamp)[]): Promise<void> {
     if (incidents.length === 0) return;
-    if (db.getExecutor().adapter instanceof SqliteAdapter) {
-      const inserted = await runBatch(db, 'insertNew', incidents.length, batchParameters(db, incidents));
-      if (inserted < incidents.length) throw new IncidentExistsError();
-      return;
-    }
-    // A record without a position stores 0, the column's default (see `batchParameters`).
-    for (const incident of incidents) incident.position ??= 0;
-    try {
-      await db.executeQuery(
-        copyInOnPostgres('incidents', COPIED_COLUMNS, copyText(incidents, COPIED_COLUMNS)),
-      );
-    } catch (error) {
-      if (
-        error instanceof pg.DatabaseError &&
-        error.code === '23505' &&
-        error.constraint === 'incidents_pkey'
-      )
-        throw new IncidentExistsError();
-      throw error;
-    }
+    await storeFor(db).incidents.insertNew(db, incidents);
   },
 
   /**
@@ -483,12 +362,12 @@ export const incidentRepository = repository('incidentRepository', {
   /**
    * Drops the paging index before up to `rows` incidents are inserted against its order (a file
    * newest first: each insert lands on the index's first page, which splits again and again), when
-   * that is cheaper than inserting their entries (`positionIndexToRebuild`). Returns the statement
+   * that is cheaper than inserting their entries (`IncidentBulk.positionIndexToRebuild`). Returns the statement
    * that builds it again (`buildPositionIndex`), to run before the positions are read; null when
    * the index stays.
    */
   async dropPositionIndexBefore(db: Kysely<Database>, rows: number): Promise<string | null> {
-    const rebuild = await positionIndexToRebuild(db, rows);
+    const rebuild = await storeFor(db).incidents.positionIndexToRebuild(db, rows);
     if (rebuild !== null) await sql`DROP INDEX ${sql.id(POSITION_INDEX)}`.execute(db);
     return rebuild;
   },
@@ -505,7 +384,7 @@ export const incidentRepository = repository('incidentRepository', {
    * the process past its memory bound.
    */
   ranksBeforeWriting(db: Kysely<Database>): boolean {
-    return !(db.getExecutor().adapter instanceof SqliteAdapter);
+    return storeFor(db).incidents.keyRanking !== null;
   },
 
   /**
@@ -517,36 +396,17 @@ export const incidentRepository = repository('incidentRepository', {
    * cursor and table last until `dropRankedKeys` or the end of the transaction.
    */
   async rankKeys(db: Kysely<Database>, keys: AsyncIterable<AccountIncidentKey[]>): Promise<number> {
-    await sql`CREATE TEMPORARY TABLE ${sql.id(KEYS_TABLE)} (
-      ord integer NOT NULL, account_id text NOT NULL, created_at text NOT NULL, id text NOT NULL
-    ) ON COMMIT DROP`.execute(db);
-    const columns = ['ord', 'account_id', 'created_at', 'id'] as const;
-    let added = 0;
-    for await (const chunk of keys) {
-      if (chunk.length === 0) continue;
-      const rows = chunk.map((key) => ({ ...key, ord: (added += 1) }));
-      await db.executeQuery(copyInOnPostgres(KEYS_TABLE, columns, copyText(rows, columns)));
-    }
-    // Both sorts run at the first FETCH, in PostgreSQL's work memory or its temporary files.
-    await sql`DECLARE ${sql.id(RANKS_CURSOR)} NO SCROLL CURSOR FOR
-      SELECT row_number() OVER (PARTITION BY account_id ORDER BY created_at, id) AS rank, account_id, created_at, id
-      FROM ${sql.id(KEYS_TABLE)} ORDER BY ord`.execute(db);
-    return added;
+    return keyRankingOf(db).rank(db, keys);
   },
 
   /** The next `count` ranked keys (`rankKeys`), in file order. */
   async rankedKeys(db: Kysely<Database>, count: number): Promise<RankedKey[]> {
-    const ranked = await sql<RankedKey>`FETCH FORWARD ${sql.lit(count)} FROM ${sql.id(RANKS_CURSOR)}`.execute(
-      db,
-    );
-    // row_number() is a bigint, which pg reads as a string.
-    return ranked.rows.map((row) => ({ ...row, rank: Number(row.rank) }));
+    return keyRankingOf(db).next(db, count);
   },
 
   /** Drops what `rankKeys` made, at the end of the import that read it. */
   async dropRankedKeys(db: Kysely<Database>): Promise<void> {
-    await sql`CLOSE ${sql.id(RANKS_CURSOR)}`.execute(db);
-    await sql`DROP TABLE ${sql.id(KEYS_TABLE)}`.execute(db);
+    await keyRankingOf(db).drop(db);
   },
 
   async countForAccount(db: Kysely<Database>, accountId: string): Promise<number> {
@@ -563,14 +423,9 @@ export const incidentRepository = repository('incidentRepository', {
    * (created_at, id) that changed when a change only inserted rows into an account without holes:
    * every earlier incident keeps its rank, so appending new incidents renumbers only the new ones.
    * A whole re-rank (`from` null) fills every hole. Run by an import, with its bulk settings
-   * (`withBulkWriteSettings`): a file newest first or shuffled re-ranks every incident it brought.
+   * (`Store.withBulkWriteSettings`): a file newest first or shuffled re-ranks every incident it brought.
    *
-   * On SQLite the rows are visited in the table's own order (rowid), each page rewritten once,
-   * with no lookup by id; only the keys are sorted, in temporary files. `OR IGNORE`: no constraint
-   * can fail, and a statement that cannot fail halfway needs no statement journal, which would
-   * hold the original of every page it changes. When most of the table is re-ranked, the
-   * (account_id, position) index is built again after the update instead of moving each entry:
-   * for a shuffled million, moving them was two thirds of the update's time.
+   * How the rows are moved is the store's (`IncidentBulk.rerank`).
    */
   async rerank(db: Kysely<Database>, accountId: string, from: IncidentKey | null): Promise<void> {
     if (from === null) await db.deleteFrom('incident_blocks').where('account_id', '=', accountId).execute();
@@ -586,40 +441,7 @@ export const incidentRepository = repository('incidentRepository', {
       offset = Number(before.n);
       range = sql`AND (created_at, id) >= (${from.created_at}, ${from.id})`;
     }
-    if (!(db.getExecutor().adapter instanceof SqliteAdapter)) {
-      await sql`
-        UPDATE incidents SET position = ranked.rn
-        FROM (
-          SELECT id, ${offset} + row_number() OVER (ORDER BY created_at, id) AS rn
-          FROM incidents WHERE account_id = ${accountId} ${range}
-        ) AS ranked
-        WHERE incidents.id = ranked.id AND incidents.position <> ranked.rn`.execute(db);
-      return;
-    }
-    // The rows from `offset` on are re-ranked.
-    const rebuild = await positionIndexToRebuild(
-      db,
-      (await incidentRepository.countForAccount(db, accountId)) - offset,
-    );
-    const cache = Object.values((await sql`PRAGMA cache_size`.execute(db)).rows[0] as object)[0] as number;
-    // SQLite sizes a sort's share of memory by the page cache: with the import's 16 MiB, this
-    // update added 80 MB to the process, with 2 MiB 36 MB, and took no longer (it reads and
-    // writes each page once).
-    await sql.raw(`PRAGMA cache_size = -${RERANK_CACHE_KIB}`).execute(db);
-    try {
-      if (rebuild !== null) await sql`DROP INDEX ${sql.id(POSITION_INDEX)}`.execute(db);
-      await sql`
-        UPDATE OR IGNORE incidents SET position = ranked.rn
-        FROM (
-          SELECT rowid AS row, ${offset} + row_number() OVER (ORDER BY created_at, id) AS rn
-          FROM incidents WHERE account_id = ${accountId} ${range}
-          ORDER BY rowid
-        ) AS ranked
-        WHERE incidents.rowid = ranked.row AND incidents.position <> ranked.rn`.execute(db);
-      if (rebuild !== null) await sql.raw(rebuild).execute(db);
-    } finally {
-      await sql.raw(`PRAGMA cache_size = ${Number(cache)}`).execute(db);
-    }
+    await storeFor(db).incidents.rerank(db, accountId, offset, range);
   },
 
   /**

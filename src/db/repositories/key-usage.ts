@@ -1,5 +1,6 @@
-import { type Kysely, type Selectable, SqliteAdapter } from 'kysely';
+import type { Kysely, Selectable } from 'kysely';
 import type { Database, KeyUsageTable } from '../schema.ts';
+import { storeFor } from '../store.ts';
 import { repository } from '../store-context.ts';
 
 export type KeyUsageRow = Selectable<KeyUsageTable>;
@@ -24,8 +25,7 @@ export const keyUsageRepository = repository('keyUsageRepository', {
         .selectFrom('api_keys')
         .select('id')
         .where('id', 'in', keyIds.slice(start, start + ROWS_PER_STATEMENT));
-      const locked = db.getExecutor().adapter instanceof SqliteAdapter ? query : query.forKeyShare();
-      for (const { id } of await locked.execute()) existing.add(id);
+      for (const { id } of await storeFor(db).lockRows(query, 'key share').execute()) existing.add(id);
     }
     const rows = counted.filter((row) => existing.has(row.key_id));
     for (let start = 0; start < rows.length; start += ROWS_PER_STATEMENT) {

@@ -1,6 +1,6 @@
 import { type Kysely, sql } from 'kysely';
-import { storeBehind } from '../database.ts';
 import type { Database } from '../schema.ts';
+import { storeFor } from '../store.ts';
 import { repository } from '../store-context.ts';
 
 /**
@@ -21,24 +21,8 @@ const MARKERS_TABLE = 'applied_migrations';
  */
 export const MIGRATION_TABLES: readonly string[] = [EXECUTED_TABLE, 'kysely_migration_lock', MARKERS_TABLE];
 
-/**
- * The key of Kysely's own PostgreSQL advisory lock (postgres-adapter.js), which its Migrator takes
- * on its connection: held here on the same connection first (session locks nest), so that every
- * migrating process, whether it runs this code or only Kysely's, waits for the one before it.
- */
-const KYSELY_LOCK_ID = '3853314791062309107';
-/** How long a process waits for another one's migrations (PostgreSQL): Kysely's own bound. */
-const POSTGRES_LOCK_TIMEOUT_MS = 60 * 60 * 1000;
-
-async function tableExists(db: Kysely<Database>, table: string): Promise<boolean> {
-  if (storeBehind(db) === 'sqlite') {
-    const { rows } = await sql<{ name: string }>`
-      select name from sqlite_master where type = 'table' and name = ${table}`.execute(db);
-    return rows.length > 0;
-  }
-  const { rows } = await sql<{ present: boolean }>`
-    select to_regclass(${table}) is not null as present`.execute(db);
-  return rows[0]?.present === true;
+function tableExists(db: Kysely<Database>, table: string): Promise<boolean> {
+  return storeFor(db).migrations.tableExists(db, table);
 }
 
 export const migrationStateRepository = repository('migrationStateRepository', {
@@ -75,52 +59,5 @@ export const migrationStateRepository = repository('migrationStateRepository', {
       on conflict (name) do update set additive = excluded.additive, applied_at = excluded.applied_at`.execute(
       db,
     );
-  },
-
-  /** Takes the migration lock at once if it is free; `false` if another session holds it. */
-  async tryLockPostgres(db: Kysely<Database>): Promise<boolean> {
-    const { rows } = await sql<{ locked: boolean }>`
-      select pg_try_advisory_lock(${sql.lit(KYSELY_LOCK_ID)}::bigint) as locked`.execute(db);
-    return rows[0]?.locked === true;
-  },
-
-  /** Waits for the migration lock (up to an hour, as Kysely's Migrator does). */
-  async lockPostgres(db: Kysely<Database>): Promise<void> {
-    await sql`
-      with set_timeout as (
-        select set_config('lock_timeout', ${sql.lit(String(POSTGRES_LOCK_TIMEOUT_MS))}, true) as config_val
-      )
-      select pg_advisory_lock(${sql.lit(KYSELY_LOCK_ID)}::bigint) from set_timeout`.execute(db);
-  },
-
-  async unlockPostgres(db: Kysely<Database>): Promise<void> {
-    await sql`select pg_advisory_unlock(${sql.lit(KYSELY_LOCK_ID)}::bigint)`.execute(db);
-  },
-
-  /**
-   * SQLite's one write lock, as the migrations' transaction: BEGIN IMMEDIATE takes it or fails at
-   * once with SQLITE_BUSY when `waitMs` is 0 (another process writes), or waits up to `waitMs`.
-   */
-  async beginSqliteLock(db: Kysely<Database>, waitMs: number): Promise<void> {
-    await sql.raw(`pragma busy_timeout = ${Math.max(0, Math.floor(waitMs))}`).execute(db);
-    await sql`begin immediate`.execute(db);
-  },
-
-  async commitSqlite(db: Kysely<Database>): Promise<void> {
-    await sql`commit`.execute(db);
-  },
-
-  async rollbackSqlite(db: Kysely<Database>): Promise<void> {
-    await sql`rollback`.execute(db);
-  },
-
-  /** The busy timeout the connection had (`beginSqliteLock` changes it); restored with `restoreSqliteBusyTimeout`. */
-  async sqliteBusyTimeout(db: Kysely<Database>): Promise<number> {
-    const { rows } = await sql<{ timeout: number }>`pragma busy_timeout`.execute(db);
-    return Number(rows[0]?.timeout ?? 0);
-  },
-
-  async restoreSqliteBusyTimeout(db: Kysely<Database>, ms: number): Promise<void> {
-    await sql.raw(`pragma busy_timeout = ${Math.max(0, Math.floor(ms))}`).execute(db);
   },
 });

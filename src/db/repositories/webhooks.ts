@@ -1,10 +1,11 @@
-import { type Insertable, type Kysely, PostgresAdapter, type Selectable, sql } from 'kysely';
+import { type Insertable, type Kysely, type Selectable, sql } from 'kysely';
 import type {
   Database,
   WebhookAcknowledgedTable,
   WebhookAttemptsTable,
   WebhookEndpointsTable,
 } from '../schema.ts';
+import { storeFor } from '../store.ts';
 import { repository } from '../store-context.ts';
 
 export type WebhookEndpointRow = Selectable<WebhookEndpointsTable>;
@@ -117,10 +118,7 @@ export const webhookRepository = repository('webhookRepository', {
    * already holds the one write lock.
    */
   async lockAccountEndpoints(db: Kysely<Database>, accountId: string): Promise<void> {
-    if (!(db.getExecutor().adapter instanceof PostgresAdapter)) return;
-    await sql`select pg_advisory_xact_lock(hashtextextended(${`webhook_endpoints:${accountId}`}, 0))`.execute(
-      db,
-    );
+    await storeFor(db).lockName(db, `webhook_endpoints:${accountId}`);
   },
 
   async countByAccount(db: Kysely<Database>, accountId: string): Promise<number> {
@@ -234,7 +232,7 @@ export const webhookRepository = repository('webhookRepository', {
       .where('state', '=', 'active')
       .where((eb) => eb.or([eb('lease_owner', 'is', null), eb('lease_expires_at', '<', now)]))
       .limit(limit);
-    if (db.getExecutor().adapter instanceof PostgresAdapter) free = free.forUpdate().skipLocked();
+    free = storeFor(db).lockRows(free, 'update skip locked');
     const rows = await db
       .updateTable('webhook_endpoints')
       .set({ lease_owner: owner, lease_expires_at: until })

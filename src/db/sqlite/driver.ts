@@ -7,8 +7,8 @@ import {
   type SqliteDatabase,
   type TransactionSettings,
 } from 'kysely';
-import { currentOperation, requestBudget } from './store-context.ts';
-import { StoreUnavailableError } from './store-health.ts';
+import { currentOperation, requestBudget } from '../store-context.ts';
+import { StoreUnavailableError } from '../store-health.ts';
 
 /**
  * The server's SQLite driver. better-sqlite3 is synchronous, so SQLite's own busy timeout waits

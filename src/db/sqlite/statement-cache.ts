@@ -1,9 +1,9 @@
 import type SqliteDatabase from 'better-sqlite3';
 import type { SqliteDatabase as KyselySqliteDatabase, SqliteStatement } from 'kysely';
-import { cacheBudgets, DEFAULT_CACHE_MAX_MB } from '../config.ts';
-import { Lru } from '../lib/lru.ts';
-import { activeTracing, inSpan } from '../telemetry/tracing.ts';
-import { currentOperation } from './store-context.ts';
+import { cacheBudgets, DEFAULT_CACHE_MAX_MB } from '../../config.ts';
+import { Lru } from '../../lib/lru.ts';
+import { activeTracing, inSpan } from '../../telemetry/tracing.ts';
+import { currentOperation } from '../store-context.ts';
 
 /**
  * What a prepared statement holds beyond its SQL text: better-sqlite3's object and SQLite's
