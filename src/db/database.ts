@@ -4,7 +4,7 @@ import { PostgresStore } from './postgres/store.ts';
 import type { Database } from './schema.ts';
 import type { SnapshotSource } from './snapshot.ts';
 import { type SqliteCaches, SqliteStore } from './sqlite/store.ts';
-import { type CommitCounter, type Store, type StoreName, storeFor } from './store.ts';
+import type { CommitCounter, Store, StoreName } from './store.ts';
 import { type MonitorLogger, STORE_DEADLINE_MS, StoreMonitor } from './store-health.ts';
 
 /**
@@ -79,21 +79,6 @@ export function seesOtherProcessesCommits(databaseUrl: string): boolean {
  */
 export function storeOf(databaseUrl: string): StoreName {
   return databaseFile(databaseUrl) === null ? 'postgres' : 'sqlite';
-}
-
-/** The store behind a handle, by name. Kept while the services move to calling the `Store`; removed with them. */
-export function storeBehind(db: Kysely<Database>): StoreName {
-  return storeFor(db).name;
-}
-
-/** `Store.withBulkWriteSettings` of the store behind `db`. Kept while the import moves to the `Store`. */
-export function withBulkWriteSettings<T>(db: Kysely<Database>, work: () => Promise<T>): Promise<T> {
-  return storeFor(db).withBulkWriteSettings(db, work);
-}
-
-/** `Store.refreshPlannerStatistics` of the store behind `db`. Kept while the import moves to the `Store`. */
-export function refreshPlannerStatistics(db: Kysely<Database>, tables: (keyof Database)[]): Promise<void> {
-  return storeFor(db).refreshPlannerStatistics(db, tables);
 }
 
 function handleOf(store: SqliteStore | PostgresStore, monitor: StoreMonitor | null): DatabaseHandle {

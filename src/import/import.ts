@@ -4,7 +4,6 @@ import { stat } from 'node:fs/promises';
 import { extname } from 'node:path';
 import type { Kysely } from 'kysely';
 import { DEFAULT_CHANGES_RETENTION_DAYS } from '../config.ts';
-import { refreshPlannerStatistics, withBulkWriteSettings } from '../db/database.ts';
 import { accountRepository } from '../db/repositories/accounts.ts';
 import {
   type AccountIncidentKey,
@@ -14,6 +13,7 @@ import {
 import { type AccountOwnedTable, existingOwners } from '../db/repositories/ownership.ts';
 import { type UserInput, userRepository } from '../db/repositories/users.ts';
 import type { Database } from '../db/schema.ts';
+import { storeFor } from '../db/store.ts';
 import { InputError } from '../errors.ts';
 import { startWorker } from '../lib/worker-thread.ts';
 import { IncidentWriter, type IncidentSource } from '../services/incident-writer.ts';
@@ -344,8 +344,9 @@ export async function importFile(
   const file = await stat(path).catch(() => null);
   if (file === null || !file.isFile()) throw new InputError(`cannot read "${path}": no such file`);
   const request: ReadRequest = { path, format, now: new Date().toISOString() };
+  const store = storeFor(db);
   const load = (newOnly: boolean) =>
-    withBulkWriteSettings(db, () =>
+    store.withBulkWriteSettings(db, () =>
       db.transaction().execute(async (trx) => {
         const skipped: SkippedCounts = {};
         const reading = readInWorker(request, skipped);
@@ -381,7 +382,7 @@ export async function importFile(
   const bulk = RECORD_TYPES.filter(
     (type) => summary[type] + (summary.deleted[type] ?? 0) >= STATISTICS_AFTER_RECORDS,
   );
-  await refreshPlannerStatistics(
+  await store.refreshPlannerStatistics(
     db,
     bulk.map((type) => RECORD_FORMS[type].plural as keyof Database),
   );

@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import type { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import type { Kysely } from 'kysely';
-import { type DatabaseHandle, storeBehind } from '../db/database.ts';
+import type { DatabaseHandle } from '../db/database.ts';
 import {
   type AuditEventRecordRow,
   accountDataRepository,
@@ -17,6 +17,7 @@ import {
 } from '../db/repositories/account-data.ts';
 import { type AccountRow, accountRepository } from '../db/repositories/accounts.ts';
 import type { Database } from '../db/schema.ts';
+import { storeFor } from '../db/store.ts';
 import { InputError } from '../errors.ts';
 import type { ExportOnlyType, RecordType } from '../import/validation.ts';
 import { toView as toKeyView } from './api-key-service.ts';
@@ -51,8 +52,8 @@ export const EXPORT_TYPES: readonly (RecordType | ExportOnlyType)[] = [
   'audit_event',
 ];
 
-/** Rows per read: the export service's sizes (src/services/export-service.ts), for the same reasons. */
-const chunkRowsOf = (db: Kysely<Database>) => (storeBehind(db) === 'sqlite' ? 300 : 1000);
+/** Rows per read: the export service's sizes (`Store.chunkRows`), for the same reasons. */
+const chunkRowsOf = (db: Kysely<Database>) => storeFor(db).chunkRows;
 
 const flag = (value: number) => value === 1;
 

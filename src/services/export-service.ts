@@ -7,10 +7,10 @@ import type { NameKey } from '../db/repositories/by-name.ts';
 import { incidentRepository } from '../db/repositories/incidents.ts';
 import { namedResourceRepository } from '../db/repositories/named-resources.ts';
 import { userRepository } from '../db/repositories/users.ts';
-import { storeBehind } from '../db/database.ts';
 import type { Database } from '../db/schema.ts';
 import { CopyToNdjson, type JsonField, objectColumns } from '../db/copy-ndjson.ts';
 import type { SnapshotSource } from '../db/snapshot.ts';
+import { storeFor } from '../db/store.ts';
 import {
   DepartmentSchema,
   IncidentSchema,
@@ -43,23 +43,10 @@ export const EXPORT_FORMATS = ['ndjson', 'csv'] as const;
 export type ExportFormat = (typeof EXPORT_FORMATS)[number];
 
 /**
- * Rows per read on SQLite. A read's rows stay alive until they are rendered, so every young-generation
- * collection meanwhile copies them, and the more survives collections, the further V8 grows the
- * heap; the chunk size sets how far: exporting a million incidents grew the server by 150 MB with
- * 2,000 rows a read (about 120 MB even with `lines` as it is) and by 51–53 MB with 300. 600 rows
- * grew it by 53–56 MB and saved no CPU that side-by-side runs could tell from noise
- * (docs/performance.md).
+ * Rows per read: what the store reads cheapest (`Store.chunkRows`; docs/performance.md has the
+ * measurements behind each store's).
  */
-const CHUNK_ROWS = 300;
-/**
- * Rows per read on PostgreSQL, where each read is a round trip to another process and another
- * statement to plan: fewer, larger reads cost less CPU per row on both sides
- * (docs/performance.md, "PostgreSQL reads").
- */
-const POSTGRES_CHUNK_ROWS = 1000;
-
-const chunkRowsOf = (db: Kysely<Database>) =>
-  storeBehind(db) === 'sqlite' ? CHUNK_ROWS : POSTGRES_CHUNK_ROWS;
+const chunkRowsOf = (db: Kysely<Database>) => storeFor(db).chunkRows;
 
 /** What the body stream reads ahead of the socket (see `open`). */
 const STREAM_BUFFER_BYTES = 1024 * 1024;
