@@ -1,6 +1,6 @@
 import { KEY_ROW_MAX_AGE_MS } from '../auth/key-lookup.ts';
 import { loadConfig } from '../config.ts';
-import { storeOf } from '../db/database.ts';
+import { seesOtherProcessesCommits } from '../db/database.ts';
 import type { Command, CommandGroup } from './command.ts';
 import { bumpSharedGeneration, withDatabase } from './context.ts';
 
@@ -20,7 +20,7 @@ const bump: Command = {
     'DATABASE_URL=postgres://app@db.internal/safety REDIS_URL=redis://cache.internal safety-api cache bump',
   async run(_args, io) {
     const config = loadConfig();
-    if (storeOf(config.databaseUrl) !== 'postgres' || config.redisUrl === null) {
+    if (seesOtherProcessesCommits(config.databaseUrl) || config.redisUrl === null) {
       io.out(
         'Nothing to bump: without PostgreSQL and REDIS_URL, servers see every commit at their next request.',
       );

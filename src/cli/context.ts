@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import type { Kysely } from 'kysely';
 import { KEY_ROW_MAX_AGE_MS } from '../auth/key-lookup.ts';
 import { type Config, loadConfig } from '../config.ts';
-import { type DatabaseHandle, openDatabase, storeOf } from '../db/database.ts';
+import { type DatabaseHandle, openDatabase, seesOtherProcessesCommits } from '../db/database.ts';
 import { migrateThrough } from '../db/migrate.ts';
 import type { Database } from '../db/schema.ts';
 import { InputError } from '../errors.ts';
@@ -59,7 +59,7 @@ const reason = (error: unknown) => (error instanceof Error ? error.message : Str
  * every request, so there is nothing to bump for them.
  */
 export async function bumpSharedGeneration(db: Kysely<Database>, config: Config): Promise<void> {
-  if (storeOf(config.databaseUrl) !== 'postgres' || config.redisUrl === null) return;
+  if (seesOtherProcessesCommits(config.databaseUrl) || config.redisUrl === null) return;
   // Loaded only here: most commands on most deployments never talk to Redis, and its client is a
   // good part of a command's start.
   const [{ openRedis, redisReady }, { SharedGeneration }] = await Promise.all([

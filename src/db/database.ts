@@ -73,14 +73,6 @@ export function seesOtherProcessesCommits(databaseUrl: string): boolean {
   return databaseFile(databaseUrl) !== null;
 }
 
-/**
- * Which store a URL names. Kept while the command line's callers move to what they need to know
- * (`seesOtherProcessesCommits`); removed with them.
- */
-export function storeOf(databaseUrl: string): StoreName {
-  return databaseFile(databaseUrl) === null ? 'postgres' : 'sqlite';
-}
-
 function handleOf(store: SqliteStore | PostgresStore, monitor: StoreMonitor | null): DatabaseHandle {
   return {
     db: store.db,
