@@ -46,17 +46,86 @@ const LAYERS = [
   },
 ];
 
+/**
+ * Each store behind one interface (src/db/store.ts, docs/architecture.md "The store"): only its own
+ * folder, src/db/sqlite/ or src/db/postgres/, and the one place that chooses the store
+ * (src/db/database.ts) import a store's modules or its driver; everything else calls the `Store`.
+ */
+const STORE_FOLDERS = ['src/db/sqlite/**', 'src/db/postgres/**'];
+const STORE_CHOOSER = 'src/db/database.ts';
+const storeMessage =
+  "a store's own modules and drivers are for src/db/sqlite/, src/db/postgres/ and src/db/database.ts: call the Store (src/db/store.ts)";
+const DRIVERS = {
+  sqlite: ['better-sqlite3', 'node:sqlite'],
+  postgres: ['pg', 'pg-copy-streams', 'pg-cursor', 'pg-pool'],
+};
+/** Kysely's per-store parts: a store is told apart by calling it, never by its adapter or dialect. */
+const KYSELY_STORE_PARTS = ['SqliteAdapter', 'PostgresAdapter', 'SqliteDialect', 'PostgresDialect'];
+const storeImports = (drivers, folders) => ({
+  paths: [
+    ...drivers.map((name) => ({ name, message: storeMessage })),
+    { name: 'kysely', importNames: KYSELY_STORE_PARTS, message: storeMessage },
+  ],
+  patterns: [{ regex: `(?:^|/)(?:${folders.join('|')})/`, message: storeMessage }],
+});
+const OUTSIDE_STORES = storeImports([...DRIVERS.sqlite, ...DRIVERS.postgres], ['sqlite', 'postgres']);
+
 // Import paths are relative: from a folder under src/ they climb with `../` to reach another
-// part; from a module at the top of src/ they start with `./`.
-const layerRules = LAYERS.map(({ files, forbidden, atTop }) => {
+// part; from a module at the top of src/ they start with `./`. Each layer's rule also holds the
+// stores' (a later rule for the same files replaces an earlier one's options, it does not add to them).
+const layerPattern = ({ files, forbidden, atTop }) => {
   const from = files[0].replace('/**', '');
   const message = `layers point one way: ${from} may not import this (docs/architecture.md)`;
   const regex =
     forbidden === null
       ? '^\\.\\./'
       : `^${atTop ? '\\./' : '(?:\\.\\./)+'}(?:${forbidden.join('|')})(?:/|\\.ts$)`;
-  return { files, rules: { 'no-restricted-imports': ['error', { patterns: [{ regex, message }] }] } };
+  return { regex, message };
+};
+const layerRules = LAYERS.map((layer) => ({
+  files: layer.files,
+  rules: {
+    'no-restricted-imports': [
+      'error',
+      { paths: OUTSIDE_STORES.paths, patterns: [layerPattern(layer), ...OUTSIDE_STORES.patterns] },
+    ],
+  },
+}));
+const DB_LAYER = layerPattern(LAYERS.find((layer) => layer.files[0] === 'src/db/**'));
+/** Each store's folder uses its own driver and folder, never the other store's. */
+const storeRules = [
+  { files: ['src/db/sqlite/**'], other: 'postgres' },
+  { files: ['src/db/postgres/**'], other: 'sqlite' },
+].map(({ files, other }) => {
+  const { paths, patterns } = storeImports(DRIVERS[other], [other]);
+  return {
+    files,
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { paths: paths.filter((path) => path.name !== 'kysely'), patterns: [DB_LAYER, ...patterns] },
+      ],
+    },
+  };
 });
+const storeRulesEverywhere = [
+  // Parts of src/ in no layer above: the stores' rule alone.
+  { files: ['src/**/*.ts'], rules: { 'no-restricted-imports': ['error', OUTSIDE_STORES] } },
+  // `instanceof SqliteAdapter` and its kind: the question "which store is this?" is not asked.
+  {
+    files: ['src/**/*.ts'],
+    ignores: STORE_FOLDERS,
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: `BinaryExpression[operator='instanceof'][right.name=/^(${KYSELY_STORE_PARTS.join('|')})$/]`,
+          message: storeMessage,
+        },
+      ],
+    },
+  },
+];
 
 export default tseslint.config(
   {
@@ -105,6 +174,10 @@ export default tseslint.config(
     },
   },
   { files: ['src/admin/assets/**'], languageOptions: { globals: { ...globals.browser } } },
+  ...storeRulesEverywhere,
   ...layerRules,
+  ...storeRules,
+  // The one place that chooses the store: the db layer's rule alone.
+  { files: [STORE_CHOOSER], rules: { 'no-restricted-imports': ['error', { patterns: [DB_LAYER] }] } },
   prettier,
 );
