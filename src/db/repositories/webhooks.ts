@@ -303,7 +303,9 @@ export const webhookRepository = repository('webhookRepository', {
    * Adds the attempts of one endpoint to its delivery log, then trims the log: it keeps the newest
    * ATTEMPTS_KEPT attempts that fit in ATTEMPT_LOG_BYTES together (the newest always), none older
    * than ATTEMPT_LOG_DAYS at `now`. The trim reads the endpoint's entries on the index of
-   * (endpoint_id, id, at, size), never their bodies.
+   * (endpoint_id, id, at, size), never their bodies: one count and sum of them, then only the
+   * oldest, as many as go. (Ranking the whole log with a window at each write cost SQLite about
+   * 20 µs of CPU per attempt logged, a fifth of a delivery's; this, about 7.)
    */
   async recordAttempts(
     db: Kysely<Database>,
@@ -322,17 +324,46 @@ export const webhookRepository = repository('webhookRepository', {
     if (kept.length === 0) return;
     await db.insertInto('webhook_attempts').values(kept).execute();
     const endpointId = kept[0]?.endpoint_id as string;
-    await sql`delete from webhook_attempts where endpoint_id = ${endpointId} and id in (
-        select id from (
-          select id, at,
-            row_number() over (order by id desc) as place,
-            sum(size) over (order by id desc) as total
-          from webhook_attempts where endpoint_id = ${endpointId}
-        ) newest_first
-        where place > ${ATTEMPTS_KEPT}
-          or (place > 1 and total > ${ATTEMPT_LOG_BYTES})
-          or at < ${attemptLogCutoff(now)}
-      )`.execute(db);
+    const log = () => db.selectFrom('webhook_attempts').where('endpoint_id', '=', endpointId);
+    const whole = await log()
+      .select((eb) => [
+        eb.fn.countAll().as('count'),
+        eb.fn.sum('size').as('bytes'),
+        eb.fn.min('at').as('oldest'),
+      ])
+      .executeTakeFirstOrThrow();
+    let left = Number(whole.count);
+    let overCount = left - ATTEMPTS_KEPT;
+    let overBytes = Number(whole.bytes) - ATTEMPT_LOG_BYTES;
+    const cutoff = attemptLogCutoff(now);
+    if (overCount <= 0 && overBytes <= 0 && (whole.oldest === null || whole.oldest >= cutoff)) return;
+    // Oldest first, each entry goes while the log is past a bound or the entry past its age; the
+    // newest stays. Read in pages: as many as the count bound sends away, and a few more.
+    let last: number | null = null;
+    let after = 0;
+    walk: while (left > 1) {
+      const page = await log()
+        .select(['id', 'at', 'size'])
+        .where('id', '>', after)
+        .orderBy('id')
+        .limit(Math.max(overCount, 0) + 20)
+        .execute();
+      for (const entry of page) {
+        if (left === 1 || !(overCount > 0 || overBytes > 0 || entry.at < cutoff)) break walk;
+        last = entry.id;
+        after = entry.id;
+        left -= 1;
+        overCount -= 1;
+        overBytes -= entry.size;
+      }
+      if (page.length === 0) break;
+    }
+    if (last !== null)
+      await db
+        .deleteFrom('webhook_attempts')
+        .where('endpoint_id', '=', endpointId)
+        .where('id', '<=', last)
+        .execute();
   },
 
   /**
