@@ -188,7 +188,7 @@ export class WebhookDispatcher {
    */
   private async tick(): Promise<void> {
     const { db, leaseSeconds } = this.options;
-    const now = Date.now();
+    const now = (this.options.clock ?? Date.now)();
     const until = now + leaseSeconds * 1000;
     // Half the period: the timer's own ticks are always due, whatever their jitter.
     if (now - this.renewedAt >= this.renewEveryMs / 2) {

@@ -56,6 +56,8 @@ export interface WorkerOptions {
   disableAfterHours: number;
   /** Changes read per batch: BATCH, unless a test needs reads cut short sooner. */
   batchSize?: number;
+  /** The instance's clock (ms since the epoch): `Date.now` unless a test skews it. */
+  clock?: () => number;
   /** Who is told of an endpoint failing for an hour or disabled (the mail service); none without SMTP_URL. */
   notices?: EndpointNotices | null;
   logger: {
@@ -181,7 +183,12 @@ export class EndpointWorker implements EndpointStanding {
 
   /** Whether a POST started now ends, timeout included, before the lease could run out. */
   private leaseCovers(): boolean {
-    return leaseCovers(this.state.leaseUntil, this.host.options.timeoutMs);
+    return leaseCovers(this.state.leaseUntil, this.host.options.timeoutMs, this.now());
+  }
+
+  /** The instance's clock. */
+  private now(): number {
+    return (this.host.options.clock ?? Date.now)();
   }
 
   /** What was done since the last write, begun (if nothing was) at `position`, where that write left it. */
@@ -220,7 +227,7 @@ export class EndpointWorker implements EndpointStanding {
     this.state.position = row.position;
     this.state.head = row.head;
     const { readDue, leaseUntil } = this.state;
-    const check = planCheck({ row, readDue, leaseUntil, timeoutMs, leaseSeconds, now: Date.now() });
+    const check = planCheck({ row, readDue, leaseUntil, timeoutMs, leaseSeconds, now: this.now() });
     if (check.next === 'wait') {
       await this.sleeper.sleep(check.ms);
       return true;
