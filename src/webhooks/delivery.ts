@@ -29,6 +29,8 @@ import { anyFree, claim, releaseAll, renewalPeriodMs, renewLeases } from './leas
  *   conditional on the lease, and before each POST the worker reads its endpoint again (held, active,
  *   unmoved, with time left for the timeout), so an instance that lost it sends nothing more, and
  *   none starts a POST that could outlast it.
+ * - At most WEBHOOK_HOST_RATE POSTs a second go to one destination host (`host-rate.ts`), counted in
+ *   Redis by all the instances when there is one.
  * - In order, at least once: the worker reads the changes after the endpoint's position, in feed
  *   order, and POSTs them one at a time. The position moves only after a 2xx (or past an event the
  *   filter leaves out), and is written at least every 250 ms and at the end of each batch: a

@@ -9,6 +9,7 @@ import type { DeliveryMetrics, EndpointStanding } from './delivery-metrics.ts';
 import { matchesFilter } from './events.ts';
 import { type Batch, type DeliveryFeed, fetchBatch, knows, type StoredAcknowledged } from './fetch-batch.ts';
 import type { DeliveryGovernor } from './governor.ts';
+import { destinationHost, type HostRate } from './host-rate.ts';
 import { checkBeforeSend, leaseCovers, leasedEndpoint, type SendCheck } from './lease.ts';
 import type { OutboundClient } from './outbound.ts';
 import { eventType } from './payload.ts';
@@ -32,6 +33,11 @@ const FLUSH_MS = 250;
 const STORE_RETRY_MS = 1000;
 /** Before an event that was not sent (`not_sent`) is tried again, on average. */
 const NOT_SENT_RETRY_MS = 1000;
+/**
+ * At most this much later than its host's window has room, an event held back by the host's rate
+ * is tried again: the endpoints waiting on one host do not all come back at the same moment.
+ */
+const HOST_RATE_JITTER_MS = 100;
 
 /** The secrets that sign an endpoint's events now (`WebhookService`, handed in by the composition root). */
 export interface EndpointSecrets {
@@ -64,6 +70,8 @@ export interface WorkerOptions {
   clock?: () => number;
   /** Who is told of an endpoint failing for an hour or disabled (the mail service); none without SMTP_URL. */
   notices?: EndpointNotices | null;
+  /** The rate per destination host (WEBHOOK_HOST_RATE, ./host-rate.ts); none: no bound. */
+  hostRate?: HostRate | null;
   logger: {
     info(details: object, message: string): void;
     warn(details: object, message: string): void;
@@ -295,6 +303,7 @@ export class EndpointWorker implements EndpointStanding {
    */
   private async deliver(row: LeasedEndpointRow, { changes, complete, known }: Batch): Promise<boolean> {
     const { feed, secrets, outbound, disableAfterHours, timeoutMs } = this.host.options;
+    const destination = destinationHost(row.url);
     const { metrics } = this.host;
     const filter = JSON.parse(row.events) as string[];
     const keys = signingKeys(await secrets.signingSecrets(row, new Date()));
@@ -316,7 +325,7 @@ export class EndpointWorker implements EndpointStanding {
         heard += 1;
         continue;
       }
-      const check = await this.clearToSend();
+      const check = await this.clearToSend(row.id, destination);
       if (check === null) break;
       if (!check.send) {
         // Lost: what was done since the last write is not written (another holds the endpoint, or
@@ -377,19 +386,33 @@ export class EndpointWorker implements EndpointStanding {
   }
 
   /**
-   * What comes before each POST: the instance's pace (the governor), then the check on the
-   * database (still this worker's: not disabled, deleted, skipped past or taken through any
-   * instance meanwhile, with time left for the timeout on the database's clock). The check, which
-   * lets it go or says why not; null when the worker stopped meanwhile.
+   * What comes before each POST: the instance's pace (the governor), the check on the database
+   * (still this worker's: not disabled, deleted, skipped past or taken through any instance
+   * meanwhile, with time left for the timeout on the database's clock), then the destination
+   * host's rate, shared by the instances. Over the rate, the event waits here for the host's next
+   * window (not held against the receiver, `not_sent` in the metrics) and is checked again. The
+   * check that lets it go, or says why not; null when the worker stopped meanwhile.
    */
-  private async clearToSend(): Promise<SendCheck | null> {
-    const { db, timeoutMs } = this.host.options;
-    await this.host.governor.turn(this.abort.signal);
-    if (this.stopped) return null;
-    const check = await checkBeforeSend(db, this, this.state.storedPosition, timeoutMs);
-    if (this.stopped) return null;
-    if (check.send) this.state.leaseUntil = Math.max(this.state.leaseUntil, check.until);
-    return check;
+  private async clearToSend(endpointId: string, destination: string): Promise<SendCheck | null> {
+    const { db, timeoutMs, hostRate } = this.host.options;
+    const { metrics, governor } = this.host;
+    for (;;) {
+      await governor.turn(this.abort.signal);
+      if (this.stopped) return null;
+      const check = await checkBeforeSend(db, this, this.state.storedPosition, timeoutMs);
+      if (this.stopped) return null;
+      if (!check.send) return check;
+      this.state.leaseUntil = Math.max(this.state.leaseUntil, check.until);
+      const wait = (await hostRate?.take(destination)) ?? null;
+      if (this.stopped) return null;
+      if (wait === null) return check;
+      metrics.attempts.inc({ outcome: 'not_sent' });
+      this.host.notSent(endpointId, "the destination host's rate (WEBHOOK_HOST_RATE) is used up");
+      await pause(wait + Math.random() * HOST_RATE_JITTER_MS, undefined, { signal: this.abort.signal }).catch(
+        () => {},
+      );
+      if (this.stopped) return null;
+    }
   }
 
   /**
