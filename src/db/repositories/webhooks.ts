@@ -5,6 +5,7 @@ import type {
   WebhookAttemptsTable,
   WebhookEndpointsTable,
 } from '../schema.ts';
+import { databaseTime } from '../database-time.ts';
 import { repository } from '../store-context.ts';
 
 export type WebhookEndpointRow = Selectable<WebhookEndpointsTable>;
@@ -188,19 +189,21 @@ export const webhookRepository = repository('webhookRepository', {
 
   /**
    * Extends the leases of `leases` (the endpoints an instance runs a worker for, each with the
-   * claim token it holds it under) and returns the ids still held so: an endpoint disabled, deleted
-   * or released meanwhile, or taken over after a lease that ran out, is not among them. A lease
-   * whose worker ended is not renewed: it runs out, and the endpoint is claimed again.
+   * claim token it holds it under) to `leaseMs` from now on the database's clock, and returns the
+   * ids still held so: an endpoint disabled, deleted or released meanwhile, or taken over after a
+   * lease that ran out, is not among them. A lease whose worker ended is not renewed: it runs out,
+   * and the endpoint is claimed again. One that ran out and was taken by nobody is still its
+   * holder's (nobody else can have delivered meanwhile: a claim changes the owner) and is renewed.
    */
   async renewLeases(
     db: Kysely<Database>,
     leases: { id: string; owner: string }[],
-    until: string,
+    leaseMs: number,
   ): Promise<string[]> {
     if (leases.length === 0) return [];
     const rows = await db
       .updateTable('webhook_endpoints')
-      .set({ lease_expires_at: until })
+      .set({ lease_expires_at: databaseTime(db, leaseMs) })
       .where(
         'id',
         'in',
@@ -217,40 +220,37 @@ export const webhookRepository = repository('webhookRepository', {
 
   /**
    * Takes up to `limit` active endpoints that no instance holds (never leased, released, or whose
-   * holder's lease ran out) for `owner` until `until`. On PostgreSQL rows another instance is
-   * claiming at the same moment are skipped (`FOR UPDATE SKIP LOCKED`), so two instances never take
-   * the same endpoint; SQLite has one writer at a time.
+   * holder's lease ran out on the database's clock) for `owner`, for `leaseMs` on that clock. On
+   * PostgreSQL rows another instance is claiming at the same moment are skipped (`FOR UPDATE SKIP
+   * LOCKED`), so two instances never take the same endpoint; SQLite has one writer at a time.
    */
-  async claim(
-    db: Kysely<Database>,
-    owner: string,
-    now: string,
-    until: string,
-    limit: number,
-  ): Promise<string[]> {
+  async claim(db: Kysely<Database>, owner: string, leaseMs: number, limit: number): Promise<string[]> {
     let free = db
       .selectFrom('webhook_endpoints')
       .select('id')
       .where('state', '=', 'active')
-      .where((eb) => eb.or([eb('lease_owner', 'is', null), eb('lease_expires_at', '<', now)]))
+      .where((eb) => eb.or([eb('lease_owner', 'is', null), eb('lease_expires_at', '<', databaseTime(db))]))
       .limit(limit);
     if (db.getExecutor().adapter instanceof PostgresAdapter) free = free.forUpdate().skipLocked();
     const rows = await db
       .updateTable('webhook_endpoints')
-      .set({ lease_owner: owner, lease_expires_at: until })
+      .set({ lease_owner: owner, lease_expires_at: databaseTime(db, leaseMs) })
       .where('id', 'in', free)
       .returning('id')
       .execute();
     return rows.map((row) => row.id);
   },
 
-  /** Whether any active endpoint is free to claim: a read, so that an idle look costs no write. */
-  async anyClaimable(db: Kysely<Database>, now: string): Promise<boolean> {
+  /**
+   * Whether any active endpoint is free to claim (on the database's clock): a read, so that an idle
+   * look costs no write.
+   */
+  async anyClaimable(db: Kysely<Database>): Promise<boolean> {
     const row = await db
       .selectFrom('webhook_endpoints')
       .select('id')
       .where('state', '=', 'active')
-      .where((eb) => eb.or([eb('lease_owner', 'is', null), eb('lease_expires_at', '<', now)]))
+      .where((eb) => eb.or([eb('lease_owner', 'is', null), eb('lease_expires_at', '<', databaseTime(db))]))
       .limit(1)
       .executeTakeFirst();
     return row !== undefined;
@@ -277,6 +277,27 @@ export const webhookRepository = repository('webhookRepository', {
       .select(['a.data_version as head', 'a.changes_purged_seq as purged_seq', 'a.api_access'])
       .where('w.id', '=', id)
       .where('w.lease_owner', '=', owner)
+      .executeTakeFirst();
+  },
+
+  /**
+   * What a worker reads before each POST, by the endpoint's key alone: who holds it, in which state,
+   * at which position, until when, and the database's time now (the lease's time left is told on
+   * the database's clock, not the instance's). Undefined when the endpoint was deleted.
+   */
+  async leaseStanding(
+    db: Kysely<Database>,
+    id: string,
+  ): Promise<
+    | (Pick<WebhookEndpointRow, 'state' | 'position' | 'lease_owner' | 'lease_expires_at'> & {
+        database_now: string;
+      })
+    | undefined
+  > {
+    return db
+      .selectFrom('webhook_endpoints')
+      .select(['state', 'position', 'lease_owner', 'lease_expires_at', databaseTime(db).as('database_now')])
+      .where('id', '=', id)
       .executeTakeFirst();
   },
 
