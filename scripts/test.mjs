@@ -50,6 +50,9 @@ try {
     files,
     concurrency: 3,
     timeout: 120_000,
+    // A file's process ends once its tests have: a test that timed out and left a child process
+    // or a worker waiting (a hung import, say) fails the run instead of holding it forever.
+    forceExit: true,
     signal: cancel.signal,
   });
   stream.on('test:fail', () => {

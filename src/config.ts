@@ -813,6 +813,13 @@ export const ENVIRONMENT = {
     more: 'at least twice `WEBHOOK_TIMEOUT_MS`, or the server refuses to start',
     reading: number({ min: 1, max: 3600, unit: 'seconds' }),
   },
+  WEBHOOK_HOST_RATE: {
+    field: 'webhookHostRate',
+    default: '1000',
+    doc: 'the most webhook POSTs a second to one destination host, from all endpoints together',
+    more: 'counted by all instances together through Redis when `REDIS_URL` is set (each on its own without it, or while Redis fails); an event over it waits for the next second and is not counted as a failure',
+    reading: whole(1, 100_000),
+  },
   WEBHOOK_SECRETS_KEY: {
     field: 'webhookSecretsKey',
     default: null,

@@ -16,6 +16,7 @@ import { openRedis, RedisAvailability, RedisSuspicion, redisReady } from './redi
 import { MailService } from './services/mail-service.ts';
 import { buildServices, type Services } from './services/services.ts';
 import { WebhookDispatcher } from './webhooks/delivery.ts';
+import { HostRateLimiter } from './webhooks/host-rate.ts';
 import { OutboundClient } from './webhooks/outbound.ts';
 
 /** One line for what the start applied, one for the migrations of a newer release it serves beside. */
@@ -176,6 +177,8 @@ export async function openRuntime(
     // route) when DATABASE_URL goes through a transaction-mode pooler, which drops notifications.
     databaseUrl: config.migrationDatabaseUrl,
     outbound,
+    // The rate per destination host: shared by the instances through Redis, when there is one.
+    hostRate: new HostRateLimiter(config.webhookHostRate, redis, redisSuspicion),
     leaseSeconds: config.webhookLeaseSeconds,
     timeoutMs: config.webhookTimeoutMs,
     disableAfterHours: config.webhookDisableAfterHours,

@@ -298,6 +298,15 @@ describe('configuration', () => {
     );
   });
 
+  test('WEBHOOK_HOST_RATE: 1000 POSTs a second per destination host by default, a whole number from 1', () => {
+    assert.equal(loadConfig({}).webhookHostRate, 1000);
+    assert.equal(loadConfig({ WEBHOOK_HOST_RATE: '5' }).webhookHostRate, 5);
+    assert.throws(
+      () => loadConfig({ WEBHOOK_HOST_RATE: '0' }),
+      /^ConfigError: invalid configuration: WEBHOOK_HOST_RATE must be a whole number from 1 to 100000, e\.g\. 1000 \(got "0"\)$/,
+    );
+  });
+
   test('the server refuses to start on a bad variable, with one readable line', async () => {
     const result = await runCli(['serve'], { PORT: 'eighty', DATABASE_URL: 'sqlite::memory:' });
     assert.equal(result.code, 2);

@@ -4,6 +4,10 @@ import { SMTPServer } from 'smtp-server';
 export interface Smtp {
   url: string;
   received: Received[];
+  /** Messages refused so far (`refuse`). */
+  readonly refused: number;
+  /** Refuses the next `count` messages with a temporary failure (451), as a busy server does. */
+  refuse(count: number): void;
   close(): Promise<void>;
 }
 
@@ -17,6 +21,8 @@ export interface Received {
 /** A local SMTP server that keeps every message it is given. */
 export async function startSmtp(): Promise<Smtp> {
   const received: Received[] = [];
+  let toRefuse = 0;
+  let refused = 0;
   const server = new SMTPServer({
     authOptional: true,
     disabledCommands: ['STARTTLS'],
@@ -25,6 +31,12 @@ export async function startSmtp(): Promise<Smtp> {
       const chunks: Buffer[] = [];
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
       stream.on('end', () => {
+        if (toRefuse > 0) {
+          toRefuse -= 1;
+          refused += 1;
+          callback(Object.assign(new Error('mailbox busy, try again later'), { responseCode: 451 }));
+          return;
+        }
         const text = Buffer.concat(chunks)
           .toString('utf8')
           .replace(/=\r?\n/g, '')
@@ -43,6 +55,12 @@ export async function startSmtp(): Promise<Smtp> {
   return {
     url: `smtp://127.0.0.1:${port}`,
     received,
+    get refused() {
+      return refused;
+    },
+    refuse(count) {
+      toRefuse = count;
+    },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }

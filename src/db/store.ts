@@ -76,6 +76,11 @@ export interface Store {
   readonly copyRows: ((db: Kysely<Database>, query: CompiledQuery) => Promise<Buffer>) | null;
   /** Whether text `column` holds `part` exactly (case and all). */
   contains(column: string, part: string): RawBuilder<boolean>;
+  /**
+   * The database's clock, `offsetMs` (whole milliseconds) from the moment the statement runs, as
+   * ISO 8601 text in UTC with milliseconds, the form the time columns hold (`database-time.ts`).
+   */
+  databaseTime(offsetMs: number): RawBuilder<string>;
 
   // Writing.
 

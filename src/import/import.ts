@@ -351,12 +351,16 @@ export async function importFile(
         const skipped: SkippedCounts = {};
         const reading = readInWorker(request, skipped);
         const batches = new Batches(trx, newOnly, reading);
-        await batches.start();
-        for await (const chunk of reading.chunks) {
-          for (const { where, record } of chunk) {
-            const added = batches.add(where, record);
-            if (added !== undefined) await added;
+        try {
+          await batches.start();
+          for await (const chunk of reading.chunks) {
+            for (const { where, record } of chunk) {
+              const added = batches.add(where, record);
+              if (added !== undefined) await added;
+            }
           }
+        } finally {
+          await reading.stop();
         }
         await batches.finish();
         await refreshAccounts(trx, batches, retentionDays);
@@ -406,6 +410,8 @@ interface WorkerReading extends IncidentSource {
    * worker ends when the reading does, or when the import stops early (a database check failed).
    */
   chunks: AsyncGenerator<PlacedRecord[]>;
+  /** Ends the worker, read to the end or not (the import failed before, or while, taking its chunks). */
+  stop(): Promise<void>;
 }
 
 function readInWorker(request: ReadRequest, skipped: SkippedCounts): WorkerReading {
@@ -415,10 +421,17 @@ function readInWorker(request: ReadRequest, skipped: SkippedCounts): WorkerReadi
   );
   const control = (message: ReadControl) => worker.postMessage(message);
   const cannotRead = (text: string) => new Error(`import: cannot read the file: ${text}`);
+  // Heard from the start: a worker's message that finds no listener is lost, and the worker may
+  // post its first chunks while the writing thread still waits for the store (`Batches.start`).
+  // Rejects if the worker itself fails (an 'error' event).
+  const messages = on(worker, 'message') as AsyncIterableIterator<[ReadMessage]>;
+  const stop = async () => {
+    await messages.return?.();
+    await worker.terminate();
+  };
   async function* chunks(): AsyncGenerator<PlacedRecord[]> {
     try {
-      // Rejects if the worker itself fails (an 'error' event).
-      for await (const [message] of on(worker, 'message') as AsyncIterable<[ReadMessage]>) {
+      for await (const [message] of messages) {
         if ('recordsAtMost' in message) continue;
         if ('done' in message) {
           Object.assign(skipped, message.skipped);
@@ -432,7 +445,7 @@ function readInWorker(request: ReadRequest, skipped: SkippedCounts): WorkerReadi
         yield unpackChunk(message.chunk);
       }
     } finally {
-      await worker.terminate();
+      await stop();
     }
   }
   // Heard as it comes, not in turn with the chunks: the writing thread waits for it mid-chunk.
@@ -466,5 +479,5 @@ function readInWorker(request: ReadRequest, skipped: SkippedCounts): WorkerReadi
       port1.close();
     }
   }
-  return { chunks: chunks(), recordsAtMost, incidentKeys };
+  return { chunks: chunks(), recordsAtMost, incidentKeys, stop };
 }

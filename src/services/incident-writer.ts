@@ -28,7 +28,10 @@ export interface IncidentSource {
   incidentKeys(): AsyncGenerator<AccountIncidentKey[]>;
 }
 
-/** Ranked keys read from the store at a time: a batch's worth of an import. */
+/**
+ * Ranked keys read from the store at a time. Any size is right (each rank is taken in turn); this
+ * one holds about as many keys as an import writes incidents per statement.
+ */
 const RANKS_PER_READ = 2000;
 
 interface IncidentChange {

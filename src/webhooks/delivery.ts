@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import { webhookRepository } from '../db/repositories/webhooks.ts';
 import { isStoreUnavailable } from '../db/store-health.ts';
 import { type CommitSignal, type CommitSignalOptions, commitSignal } from './commit-signal.ts';
@@ -22,10 +23,14 @@ import { anyFree, claim, releaseAll, renewalPeriodMs, renewLeases } from './leas
  *    disabling, written in one transaction.
  *
  * - One instance per endpoint: an endpoint is delivered for by the instance holding its lease
- *   (`lease_owner`, `lease_expires_at`). The holder renews its leases every third of
- *   WEBHOOK_LEASE_SECONDS; an instance that dies stops renewing, and another one takes its
- *   endpoints once the lease has run out. Every write of the loop is conditional on the lease, so
- *   an instance that lost it stops at its next write, and none starts a POST that could outlast it.
+ *   (`lease_owner`, `lease_expires_at`, set and compared on the database's clock). The holder
+ *   renews its leases every third of WEBHOOK_LEASE_SECONDS; an instance that dies stops renewing,
+ *   and another one takes its endpoints once the lease has run out. Every write of the loop is
+ *   conditional on the lease, and before each POST the worker reads its endpoint again (held, active,
+ *   unmoved, with time left for the timeout), so an instance that lost it sends nothing more, and
+ *   none starts a POST that could outlast it.
+ * - At most WEBHOOK_HOST_RATE POSTs a second go to one destination host (`host-rate.ts`), counted in
+ *   Redis by all the instances when there is one.
  * - In order, at least once: the worker reads the changes after the endpoint's position, in feed
  *   order, and POSTs them one at a time. The position moves only after a 2xx (or past an event the
  *   filter leaves out), and is written at least every 250 ms and at the end of each batch: a
@@ -80,12 +85,12 @@ export class WebhookDispatcher {
   private tickAgain = false;
   /** How often the leases are renewed: a third of WEBHOOK_LEASE_SECONDS (at least 200 ms). */
   private readonly renewEveryMs: number;
-  /** When the leases held were last renewed (Date.now()); 0 before the first tick. */
-  private renewedAt = 0;
+  /** When the leases held were last renewed (performance.now()); never before the first tick. */
+  private renewedAt = Number.NEGATIVE_INFINITY;
   /** When `notSent` last logged; never at first. */
   private notSentLoggedAt = Number.NEGATIVE_INFINITY;
-  /** When the delivery log's old attempts are next purged (Date.now()), and the purge under way. */
-  private logPurgeDue = Date.now() + FIRST_LOG_PURGE_MS;
+  /** When the delivery log's old attempts are next purged (performance.now()), and the purge under way. */
+  private logPurgeDue = performance.now() + FIRST_LOG_PURGE_MS;
   private purging: Promise<void> | null = null;
 
   readonly options: DispatcherOptions;
@@ -148,6 +153,16 @@ export class WebhookDispatcher {
     );
   }
 
+  /**
+   * A worker found its lease, on the database's clock, too short for a POST (the renewals came
+   * late: a stalled event loop, a slow store): the leases are renewed at once rather than at the
+   * next period.
+   */
+  renewSoon(): void {
+    this.renewedAt = Number.NEGATIVE_INFINITY;
+    this.requestTick();
+  }
+
   forget(worker: EndpointWorker): void {
     if (this.workers.get(worker.id) === worker) this.workers.delete(worker.id);
   }
@@ -188,26 +203,30 @@ export class WebhookDispatcher {
    */
   private async tick(): Promise<void> {
     const { db, leaseSeconds } = this.options;
-    const now = Date.now();
-    const until = now + leaseSeconds * 1000;
+    const leaseMs = leaseSeconds * 1000;
+    // The database sets each lease to run out `leaseMs` after its statement, which runs after this:
+    // on the instance's monotonic clock the lease is known to hold at least until `until`.
+    const now = performance.now();
+    const until = now + leaseMs;
     // Half the period: the timer's own ticks are always due, whatever their jitter.
     if (now - this.renewedAt >= this.renewEveryMs / 2) {
       this.renewedAt = now;
       const workers = [...this.workers.values()];
-      const held = await renewLeases(db, workers, until);
+      const held = await renewLeases(db, workers, leaseMs);
       for (const worker of workers) {
         if (held.has(worker.id)) worker.renewed(until);
         else worker.stop();
       }
     }
     if (this.phase === 'stopping') return;
-    if (await anyFree(db, now)) {
+    if (await anyFree(db)) {
       const token = `${this.instanceId}/${(this.claims += 1)}`;
-      for await (const row of claim(db, token, now, until)) {
+      const claimedFrom = performance.now();
+      for await (const row of claim(db, token, leaseMs)) {
         // A worker still here lost its lease (released, or run out) and has not noticed yet: its
         // writes no longer apply, and the new claim gets a worker of its own.
         this.workers.get(row.id)?.stop();
-        this.workers.set(row.id, new EndpointWorker(row, token, until, this));
+        this.workers.set(row.id, new EndpointWorker(row, token, claimedFrom + leaseMs, this));
       }
     }
     if (this.signal.everyTick) this.wake(() => true);

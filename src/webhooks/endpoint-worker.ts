@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { setTimeout as pause } from 'node:timers/promises';
 import type { Kysely } from 'kysely';
 import type { LeasedEndpointRow } from '../db/repositories/webhooks.ts';
@@ -8,7 +9,8 @@ import type { DeliveryMetrics, EndpointStanding } from './delivery-metrics.ts';
 import { matchesFilter } from './events.ts';
 import { type Batch, type DeliveryFeed, fetchBatch, knows, type StoredAcknowledged } from './fetch-batch.ts';
 import type { DeliveryGovernor } from './governor.ts';
-import { leaseCovers, leasedEndpoint } from './lease.ts';
+import { destinationHost, type HostRate } from './host-rate.ts';
+import { checkBeforeSend, leaseCovers, leasedEndpoint, type SendCheck } from './lease.ts';
 import type { OutboundClient } from './outbound.ts';
 import { eventType } from './payload.ts';
 import { planCheck } from './plan-check.ts';
@@ -31,6 +33,11 @@ const FLUSH_MS = 250;
 const STORE_RETRY_MS = 1000;
 /** Before an event that was not sent (`not_sent`) is tried again, on average. */
 const NOT_SENT_RETRY_MS = 1000;
+/**
+ * At most this much later than its host's window has room, an event held back by the host's rate
+ * is tried again: the endpoints waiting on one host do not all come back at the same moment.
+ */
+const HOST_RATE_JITTER_MS = 100;
 
 /** The secrets that sign an endpoint's events now (`WebhookService`, handed in by the composition root). */
 export interface EndpointSecrets {
@@ -56,8 +63,15 @@ export interface WorkerOptions {
   disableAfterHours: number;
   /** Changes read per batch: BATCH, unless a test needs reads cut short sooner. */
   batchSize?: number;
+  /**
+   * The instance's wall clock (ms since the epoch): `Date.now` unless a test skews it. It times the
+   * retries; leases never read it (they run on the database's clock).
+   */
+  clock?: () => number;
   /** Who is told of an endpoint failing for an hour or disabled (the mail service); none without SMTP_URL. */
   notices?: EndpointNotices | null;
+  /** The rate per destination host (WEBHOOK_HOST_RATE, ./host-rate.ts); none: no bound. */
+  hostRate?: HostRate | null;
   logger: {
     info(details: object, message: string): void;
     warn(details: object, message: string): void;
@@ -73,16 +87,26 @@ export interface WorkerHost {
   readonly governor: DeliveryGovernor;
   /** An event left unsent (`not_sent`), for the log. */
   notSent(endpoint: string, reason: string | null): void;
+  /** The lease of a worker has too little time left on the database's clock: renew now. */
+  renewSoon(): void;
   /** The worker ended. */
   forget(worker: EndpointWorker): void;
 }
 
 /** What a worker knows of its endpoint between steps: its one state. */
 interface EndpointState {
-  /** Until when this instance's lease on the endpoint holds, as last renewed (ms since the epoch). */
+  /**
+   * Until when this instance's lease on the endpoint holds at least, as last claimed, renewed or
+   * checked (on `performance.now()`'s clock, from the time the database gave the lease).
+   */
   leaseUntil: number;
   /** The endpoint's position and its account's feed head, as last seen (the lag). */
   position: number;
+  /**
+   * The position as the store holds it, as this worker last read or wrote it: the check before a
+   * POST finds it unchanged unless someone else moved it (a skip, a resend).
+   */
+  storedPosition: number;
   head: number;
   /** When the first change after the position was made, while it waits; null when caught up. */
   waitingSince: number | null;
@@ -137,6 +161,7 @@ export class EndpointWorker implements EndpointStanding {
     this.state = {
       leaseUntil,
       position: 0,
+      storedPosition: 0,
       head: 0,
       waitingSince: null,
       readDue: true,
@@ -159,9 +184,9 @@ export class EndpointWorker implements EndpointStanding {
     return waitingSince === null || this.lag() === 0 ? 0 : (Date.now() - waitingSince) / 1000;
   }
 
-  /** The lease was renewed until `until`. */
+  /** The lease was renewed: it holds at least until `until` (`performance.now()`). */
   renewed(until: number): void {
-    this.state.leaseUntil = until;
+    this.state.leaseUntil = Math.max(this.state.leaseUntil, until);
   }
 
   /** The account's data may have changed: read the feed again. */
@@ -182,6 +207,11 @@ export class EndpointWorker implements EndpointStanding {
   /** Whether a POST started now ends, timeout included, before the lease could run out. */
   private leaseCovers(): boolean {
     return leaseCovers(this.state.leaseUntil, this.host.options.timeoutMs);
+  }
+
+  /** The instance's clock. */
+  private now(): number {
+    return (this.host.options.clock ?? Date.now)();
   }
 
   /** What was done since the last write, begun (if nothing was) at `position`, where that write left it. */
@@ -218,9 +248,13 @@ export class EndpointWorker implements EndpointStanding {
     // not sent again (the lease, still this worker's, shows nobody else wrote meanwhile).
     if (this.state.unwritten !== null) return this.write();
     this.state.position = row.position;
+    this.state.storedPosition = row.position;
     this.state.head = row.head;
-    const { readDue, leaseUntil } = this.state;
-    const check = planCheck({ row, readDue, leaseUntil, timeoutMs, leaseSeconds, now: Date.now() });
+    const { readDue } = this.state;
+    // The plan check takes the lease's end on the instance's clock, as the retry times are.
+    const now = this.now();
+    const leaseUntil = now + (this.state.leaseUntil - performance.now());
+    const check = planCheck({ row, readDue, leaseUntil, timeoutMs, leaseSeconds, now });
     if (check.next === 'wait') {
       await this.sleeper.sleep(check.ms);
       return true;
@@ -268,8 +302,9 @@ export class EndpointWorker implements EndpointStanding {
    * entry, in that read or before it.
    */
   private async deliver(row: LeasedEndpointRow, { changes, complete, known }: Batch): Promise<boolean> {
-    const { feed, secrets, outbound, disableAfterHours } = this.host.options;
-    const { metrics, governor } = this.host;
+    const { feed, secrets, outbound, disableAfterHours, timeoutMs } = this.host.options;
+    const destination = destinationHost(row.url);
+    const { metrics } = this.host;
     const filter = JSON.parse(row.events) as string[];
     const keys = signingKeys(await secrets.signingSecrets(row, new Date()));
     const cursors = await feed.cursors();
@@ -290,8 +325,17 @@ export class EndpointWorker implements EndpointStanding {
         heard += 1;
         continue;
       }
-      await governor.turn(this.abort.signal);
-      if (this.stopped) break;
+      const check = await this.clearToSend(row.id, destination);
+      if (check === null) break;
+      if (!check.send) {
+        // Lost: what was done since the last write is not written (another holds the endpoint, or
+        // its position was set by hand), and those events are sent again by whoever delivers next.
+        if (check.lost) return false;
+        metrics.attempts.inc({ outcome: 'not_sent' });
+        this.host.renewSoon();
+        return this.notSent(row.id, check.reason);
+      }
+      const leaseUntil = check.until;
       const made = await attempt({
         endpoint: row,
         change,
@@ -301,8 +345,9 @@ export class EndpointWorker implements EndpointStanding {
         outbound,
         signal: this.abort.signal,
         // Checked again once the request has its connection: the wait for one may have used up
-        // the lease, and no POST may outlast it.
-        beforeSend: () => (this.leaseCovers() ? null : 'the lease would run out before its timeout'),
+        // the lease (as the database gave it just before), and no POST may outlast it.
+        beforeSend: () =>
+          leaseCovers(leaseUntil, timeoutMs) ? null : 'the lease would run out before its timeout',
       });
       // Stopped mid-attempt: the answer, if any, is not trusted; the event is sent again later.
       if (this.stopped) break;
@@ -341,6 +386,36 @@ export class EndpointWorker implements EndpointStanding {
   }
 
   /**
+   * What comes before each POST: the instance's pace (the governor), the check on the database
+   * (still this worker's: not disabled, deleted, skipped past or taken through any instance
+   * meanwhile, with time left for the timeout on the database's clock), then the destination
+   * host's rate, shared by the instances. Over the rate, the event waits here for the host's next
+   * window (not held against the receiver, `not_sent` in the metrics) and is checked again. The
+   * check that lets it go, or says why not; null when the worker stopped meanwhile.
+   */
+  private async clearToSend(endpointId: string, destination: string): Promise<SendCheck | null> {
+    const { db, timeoutMs, hostRate } = this.host.options;
+    const { metrics, governor } = this.host;
+    for (;;) {
+      await governor.turn(this.abort.signal);
+      if (this.stopped) return null;
+      const check = await checkBeforeSend(db, this, this.state.storedPosition, timeoutMs);
+      if (this.stopped) return null;
+      if (!check.send) return check;
+      this.state.leaseUntil = Math.max(this.state.leaseUntil, check.until);
+      const wait = (await hostRate?.take(destination)) ?? null;
+      if (this.stopped) return null;
+      if (wait === null) return check;
+      metrics.attempts.inc({ outcome: 'not_sent' });
+      this.host.notSent(endpointId, "the destination host's rate (WEBHOOK_HOST_RATE) is used up");
+      await pause(wait + Math.random() * HOST_RATE_JITTER_MS, undefined, { signal: this.abort.signal }).catch(
+        () => {},
+      );
+      if (this.stopped) return null;
+    }
+  }
+
+  /**
    * An event that did not leave, through no fault of the receiver: nothing is recorded against the
    * endpoint, what was accepted before is written, and the event is tried again shortly.
    */
@@ -361,7 +436,10 @@ export class EndpointWorker implements EndpointStanding {
     if (done === null) return true;
     const held = await writeProgress(this.host.options.db, this.id, this.token, done, this.state.stored);
     this.state.unwritten = null;
-    if (held) this.state.stored = storedAfter(done, this.state.stored);
+    if (held) {
+      this.state.stored = storedAfter(done, this.state.stored);
+      this.state.storedPosition = done.position;
+    }
     return held;
   }
 

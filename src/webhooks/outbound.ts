@@ -1,7 +1,7 @@
 import type { LookupAddress } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
-import { buildConnector, Client, request } from 'undici';
+import type { buildConnector } from 'undici';
 import { InputError } from '../errors.ts';
 import { type Connection, ConnectionPools } from './connections.ts';
 import { DnsResolver, type DnsOptions, DnsTimeoutError } from './dns.ts';
@@ -204,8 +204,17 @@ class AttemptEnded extends Error {
   }
 }
 
+type Undici = typeof import('undici');
+
+/**
+ * undici, loaded by the first POST of the process: the commands that only check or list endpoints
+ * (most `webhooks` commands) never load its 110 modules.
+ */
+let undici: Promise<Undici> | undefined;
+
 export class OutboundClient {
-  private readonly pools: ConnectionPools;
+  /** Made at the first POST, with undici. */
+  private pools: ConnectionPools | null = null;
   private readonly resolve: Resolver;
   private readonly connectWithinMs: number;
 
@@ -215,25 +224,32 @@ export class OutboundClient {
     this.options = options;
     this.resolve = options.resolve ?? new DnsResolver(options.dns).lookup;
     this.connectWithinMs = options.connectWithinMs ?? options.timeoutMs;
-    this.pools = new ConnectionPools(
+  }
+
+  /** undici and the pools, loaded and made at the first call. */
+  private async http(): Promise<{ request: Undici['request']; pools: ConnectionPools }> {
+    const { Client, buildConnector, request } = await (undici ??= import('undici'));
+    const { options } = this;
+    this.pools ??= new ConnectionPools(
       {
         max: options.maxConnections ?? MAX_CONNECTIONS,
         perOrigin: options.maxConnectionsPerOrigin ?? MAX_CONNECTIONS_PER_ORIGIN,
       },
       (origin, stage) =>
         new Client(origin, {
-          connect: this.connector(stage),
+          connect: this.connector(buildConnector, stage),
           keepAliveTimeout: KEEP_ALIVE_MS,
           pipelining: 1,
           headersTimeout: 0,
           bodyTimeout: 0,
         }),
     );
+    return { request, pools: this.pools };
   }
 
   /** Connections open now, to all destinations. */
   get openConnections(): number {
-    return this.pools.size;
+    return this.pools?.size ?? 0;
   }
 
   /**
@@ -293,6 +309,8 @@ export class OutboundClient {
     body: string,
     { signal, beforeSend }: PostOptions = {},
   ): Promise<PostResult> {
+    // Before the clock starts: loading undici is this process's time, not the receiver's.
+    const { request, pools } = await this.http();
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
     const { timeoutMs } = this.options;
@@ -327,7 +345,7 @@ export class OutboundClient {
     if (signal?.aborted === true) stop();
     let reusable = false;
     try {
-      connection = await this.pools.acquire(new URL(url).origin, attempt.signal);
+      connection = await pools.acquire(new URL(url).origin, attempt.signal);
       connection.onStart = (controller) => {
         const refusal = beforeSend?.() ?? null;
         if (refusal !== null) {
@@ -386,13 +404,13 @@ export class OutboundClient {
       signal?.removeEventListener('abort', stop);
       if (connection !== null) {
         connection.onStart = null;
-        this.pools.release(connection, reusable);
+        pools.release(connection, reusable);
       }
     }
   }
 
   async close(): Promise<void> {
-    await this.pools.close();
+    await this.pools?.close();
   }
 
   /**
@@ -401,7 +419,10 @@ export class OutboundClient {
    * connects, an address written in the URL before dialling, and the peer once connected.
    * `stage` is told where connecting stands.
    */
-  private connector(stage: (stage: Connection['stage']) => void): buildConnector.connector {
+  private connector(
+    build: typeof buildConnector,
+    stage: (stage: Connection['stage']) => void,
+  ): buildConnector.connector {
     const { allowPrivate } = this.options;
     const lookup: LookupFunction = (hostname, options, callback) => {
       const addresses = allowPrivate ? this.resolve(hostname) : checkedAddresses(hostname, this.resolve);
@@ -414,7 +435,7 @@ export class OutboundClient {
         (error: Error) => callback(error, ''),
       );
     };
-    const connect = buildConnector({ timeout: this.connectWithinMs, lookup });
+    const connect = build({ timeout: this.connectWithinMs, lookup });
     return (options, callback) => {
       const host = unbracketed(options.hostname);
       stage(isIP(host) === 0 ? 'lookup' : 'connect');

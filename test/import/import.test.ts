@@ -1,9 +1,13 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import diagnostics_channel from 'node:diagnostics_channel';
+import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { sql } from 'kysely';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Worker } from 'node:worker_threads';
+import { type KyselyPlugin, sql } from 'kysely';
 import { importFile } from '../../src/import/import.ts';
 import { account, dir, incident, json, minute, ndjson } from './files.ts';
 import { bearer, createTestContext, STORES, seedKey, type TestContext } from '../helpers.ts';
@@ -693,6 +697,45 @@ for (const store of STORES) {
       assert.equal(await count('incidents'), before);
       assert.deepEqual((await importFile(ctx.commandLineDb, write(lines))).incident, 30_000);
       assert.equal(await count('incidents'), before + 30_000);
+    });
+
+    test('records the reader posts while the writer still waits for the store are all written', async () => {
+      // Under load, the reading thread can post its first records before the writing thread's first
+      // statement has answered (a worker's message that finds no listener is lost: the import then
+      // waited forever). Here every statement after the reader starts waits until it has posted.
+      let posted: Promise<unknown> | null = null;
+      const readerStarted = (message: unknown) => {
+        if (typeof message === 'object' && message !== null && 'worker' in message) {
+          const { worker } = message;
+          if (worker instanceof Worker) posted ??= once(worker, 'message');
+        }
+      };
+      const afterReaderPosts: KyselyPlugin = {
+        transformQuery: ({ node }) => node,
+        transformResult: async ({ result }) => {
+          await posted;
+          return result;
+        },
+      };
+      const id = randomUUID();
+      const file = ndjson([account(id), incident(id, 1, minute(1)), incident(id, 2, minute(2))]);
+      diagnostics_channel.subscribe('worker_threads', readerStarted);
+      // A generous deadline: the import takes a few milliseconds, or never ends.
+      const stuck = new AbortController();
+      try {
+        const counts = await Promise.race([
+          importFile(ctx.commandLineDb.withPlugin(afterReaderPosts), file),
+          sleep(60_000, null, { signal: stuck.signal }).then(() => {
+            throw new Error('no import after 60 s: the records posted first were lost');
+          }),
+        ]);
+        assert.equal(counts.incident, 2);
+      } finally {
+        stuck.abort();
+        diagnostics_channel.unsubscribe('worker_threads', readerStarted);
+      }
+      assert.notEqual(posted, null, 'the reader was not seen starting');
+      await assertPagedInOrder(id);
     });
 
     test('an import leaves the connection as it found it', { skip: store !== 'sqlite' }, async () => {

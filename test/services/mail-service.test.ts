@@ -141,6 +141,26 @@ for (const store of STORES) {
       );
     });
 
+    test('a mail the SMTP server refuses is sent at the next occasion, once', async () => {
+      const before = smtp.received.length;
+      const start = Date.now();
+      const expiresAt = new Date(start + 3 * DAY_MS).toISOString();
+      const { id } = await seedKey(ctx.db, accountId, { name: 'Refused once', expiresAt });
+      const mailsOfKey = () => smtp.received.slice(before).filter((mail) => mail.text.includes(id));
+      const refusedBefore = smtp.refused;
+      smtp.refuse(1);
+      await mailOf(ctx.runtime).checkKeyExpiry(new Date(start));
+      assert.equal(smtp.refused, refusedBefore + 1, 'the server was asked, and refused');
+      assert.deepEqual(mailsOfKey(), []);
+      // The claim was given back: the next look (either instance) sends it, and only it.
+      await mailOf(second.runtime).checkKeyExpiry(new Date(start + HOUR_MS));
+      await mailOf(ctx.runtime).checkKeyExpiry(new Date(start + 2 * HOUR_MS));
+      assert.deepEqual(
+        mailsOfKey().map((mail) => mail.subject),
+        ['API key expires in 7 days: Refused once'],
+      );
+    });
+
     test('the panel shows a banner while an endpoint fails for an hour or is disabled', async () => {
       const bannerAccount = await seedAccount(ctx.db);
       const admin = await seedUser(ctx.db, bannerAccount);

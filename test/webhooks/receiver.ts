@@ -12,6 +12,8 @@ export interface Received {
     data: { id: string; object: unknown; seq: number | null; changed_at: string; cursor: string };
   };
   at: number;
+  /** The path the request was made to (an endpoint's, when several share a receiver). */
+  path: string;
 }
 
 /**
@@ -31,6 +33,7 @@ export class Receiver {
     response.end();
   };
   private readonly server: Server;
+  private host = '127.0.0.1';
   private waiters: { count: number; resolve: () => void }[] = [];
 
   private constructor() {
@@ -46,6 +49,7 @@ export class Receiver {
           body,
           json: JSON.parse(body === '' ? 'null' : body),
           at: Date.now(),
+          path: request.url ?? '',
         };
         this.received.push(received);
         this.answer(received, response);
@@ -66,9 +70,11 @@ export class Receiver {
     });
   }
 
-  static async start(): Promise<Receiver> {
+  /** A receiver listening on `host`: another loopback address (127.0.0.2, …) is another destination host. */
+  static async start(host = '127.0.0.1'): Promise<Receiver> {
     const receiver = new Receiver();
-    receiver.server.listen(0, '127.0.0.1');
+    receiver.host = host;
+    receiver.server.listen(0, host);
     await once(receiver.server, 'listening');
     return receiver;
   }
@@ -78,7 +84,7 @@ export class Receiver {
   }
 
   url(path = '/hook'): string {
-    return `http://127.0.0.1:${this.port}${path}`;
+    return `http://${this.host}:${this.port}${path}`;
   }
 
   /** Resolves once `count` requests in all have arrived; fails after `timeoutMs`. */

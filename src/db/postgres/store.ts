@@ -235,6 +235,14 @@ export class PostgresStore implements Store {
     return sql<boolean>`strpos(${sql.ref(column)}, ${part}) > 0`;
   }
 
+  /**
+   * `statement_timestamp()` is the statement's start (`now()` would be its transaction's, which may
+   * have begun long before).
+   */
+  databaseTime(offsetMs: number): RawBuilder<string> {
+    return sql<string>`to_char((statement_timestamp() + make_interval(secs => ${offsetMs / 1000}::double precision)) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+  }
+
   lockRows<DB, TB extends keyof DB, O>(
     query: SelectQueryBuilder<DB, TB, O>,
     mode: RowLock,

@@ -137,6 +137,11 @@ export class SqliteStore implements Store {
     return sql<boolean>`instr(${sql.ref(column)}, ${part}) > 0`;
   }
 
+  /** SQLite reads 'now' once per statement. */
+  databaseTime(offsetMs: number): RawBuilder<string> {
+    return sql<string>`strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ${`${offsetMs < 0 ? '-' : '+'}${Math.abs(offsetMs) / 1000} seconds`})`;
+  }
+
   lockRows<DB, TB extends keyof DB, O>(query: SelectQueryBuilder<DB, TB, O>): SelectQueryBuilder<DB, TB, O> {
     return query;
   }
