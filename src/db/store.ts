@@ -315,3 +315,17 @@ export function storeFor<DB>(db: Kysely<DB>): Store {
   if (store === undefined) throw new Error('this database handle was not opened through src/db/database.ts');
   return store;
 }
+
+/** The queries a store compiled once (`Store.compiledOnce`), by name: the same for both stores. */
+export class CompiledOnce {
+  private readonly queries = new Map<string, CompiledQuery<unknown>>();
+
+  get<R>(name: string, compile: () => CompiledQuery<R>): CompiledQuery<R> {
+    let query = this.queries.get(name) as CompiledQuery<R> | undefined;
+    if (query === undefined) {
+      query = compile();
+      this.queries.set(name, query);
+    }
+    return query;
+  }
+}

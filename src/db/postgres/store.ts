@@ -11,6 +11,7 @@ import type { Database } from '../schema.ts';
 import type { SnapshotSource } from '../snapshot.ts';
 import {
   type CommitHandlers,
+  CompiledOnce,
   type CommitSignal,
   type RowLock,
   type Store,
@@ -92,7 +93,7 @@ export class PostgresStore implements Store {
   /** PostgreSQL is backed up with pg_dump and pg_restore (docs/operations.md, "Backups"). */
   readonly backup = null;
   private readonly marks: StatementMarks = newStatementMarks();
-  private readonly compiled = new Map<string, CompiledQuery<unknown>>();
+  private readonly compiled = new CompiledOnce();
 
   /**
    * Opens the pools of `databaseUrl`. `monitor`: the server's outage monitor, which gives every
@@ -193,12 +194,7 @@ export class PostgresStore implements Store {
   }
 
   compiledOnce<R>(name: string, compile: () => CompiledQuery<R>): CompiledQuery<R> {
-    let query = this.compiled.get(name) as CompiledQuery<R> | undefined;
-    if (query === undefined) {
-      query = compile();
-      this.compiled.set(name, query);
-    }
-    return query;
+    return this.compiled.get(name, compile);
   }
 
   /** In `db`'s transaction, as one `COPY (…) TO STDOUT` (`copiedQuery`), for a bounded result. */

@@ -18,6 +18,7 @@ import type { Database } from '../schema.ts';
 import type { SnapshotSource } from '../snapshot.ts';
 import {
   type CommitHandlers,
+  CompiledOnce,
   type CommitSignal,
   type Store,
   type StoreBackup,
@@ -75,7 +76,7 @@ export class SqliteStore implements Store {
   readonly migrations = sqliteMigrations;
   readonly copy: StoreCopy;
   readonly backup: StoreBackup;
-  private readonly compiled = new Map<string, CompiledQuery<unknown>>();
+  private readonly compiled = new CompiledOnce();
 
   /**
    * Opens `path` (or `:memory:`). `serverBusy`: the server's retries of a busy lock with the event
@@ -124,12 +125,7 @@ export class SqliteStore implements Store {
   }
 
   compiledOnce<R>(name: string, compile: () => CompiledQuery<R>): CompiledQuery<R> {
-    let query = this.compiled.get(name) as CompiledQuery<R> | undefined;
-    if (query === undefined) {
-      query = compile();
-      this.compiled.set(name, query);
-    }
-    return query;
+    return this.compiled.get(name, compile);
   }
 
   /** The transaction's BEGIN IMMEDIATE holds the one write lock already. */
