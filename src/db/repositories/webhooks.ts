@@ -65,6 +65,11 @@ export interface AttemptFilter {
   since?: string;
 }
 
+/** An endpoint's lease as it stands, read on the database's clock (`leaseStanding`). */
+type LeaseStanding = Pick<WebhookEndpointRow, 'state' | 'position' | 'lease_owner' | 'lease_expires_at'> & {
+  database_now: string;
+};
+
 export const webhookRepository = repository('webhookRepository', {
   async insert(db: Kysely<Database>, row: Insertable<WebhookEndpointsTable>): Promise<void> {
     await db.insertInto('webhook_endpoints').values(row).execute();
@@ -283,20 +288,30 @@ export const webhookRepository = repository('webhookRepository', {
    * at which position, until when, and the database's time now (the lease's time left is told on
    * the database's clock, not the instance's). Undefined when the endpoint was deleted.
    */
-  async leaseStanding(
-    db: Kysely<Database>,
-    id: string,
-  ): Promise<
-    | (Pick<WebhookEndpointRow, 'state' | 'position' | 'lease_owner' | 'lease_expires_at'> & {
-        database_now: string;
-      })
-    | undefined
-  > {
-    return db
-      .selectFrom('webhook_endpoints')
-      .select(['state', 'position', 'lease_owner', 'lease_expires_at', databaseTime(db).as('database_now')])
-      .where('id', '=', id)
-      .executeTakeFirst();
+  async leaseStanding(db: Kysely<Database>, id: string): Promise<LeaseStanding | undefined> {
+    // Before every POST: built and compiled once per store, prepared once per PostgreSQL
+    // connection; only the endpoint's id, the last parameter, changes.
+    const store = storeFor(db);
+    const compiled = store.compiledOnce('webhookRepository.leaseStanding', () =>
+      store.prepared(
+        db
+          .selectFrom('webhook_endpoints')
+          .select([
+            'state',
+            'position',
+            'lease_owner',
+            'lease_expires_at',
+            databaseTime(db).as('database_now'),
+          ])
+          .where('id', '=', id)
+          .compile(),
+      ),
+    );
+    const { rows } = await db.executeQuery<LeaseStanding>({
+      ...compiled,
+      parameters: [...compiled.parameters.slice(0, -1), id],
+    });
+    return rows[0];
   },
 
   /**
