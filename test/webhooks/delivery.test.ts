@@ -17,6 +17,7 @@ import { StoreUnavailableError } from '../../src/db/store-health.ts';
 import { buildServices } from '../../src/services/services.ts';
 import { WebhookDispatcher } from '../../src/webhooks/delivery.ts';
 import { bearer, createTestContext, STORES, seedAccount, seedKey, type TestContext } from '../helpers.ts';
+import { testDispatcher } from './dispatcher.ts';
 import { importRecords, incident } from './feed.ts';
 import { type Received, Receiver } from './receiver.ts';
 import { sleep, until } from '../wait.ts';
@@ -801,16 +802,11 @@ for (const store of STORES) {
       const db = ctx.db.withPlugin(faults);
       // Every read and write of the deliveries meets the faults, those made through the services too.
       const services = buildServices({ ...runtime.database, db }, config, runtime.outbound);
-      dispatcher = new WebhookDispatcher({
+      dispatcher = testDispatcher(ctx, {
         db,
         feed: services.changeFeed,
         secrets: services.webhooks,
-        store: runtime.database.store,
-        databaseUrl: config.migrationDatabaseUrl,
-        outbound: runtime.outbound,
         leaseSeconds,
-        timeoutMs: config.webhookTimeoutMs,
-        disableAfterHours: config.webhookDisableAfterHours,
         logger: { info() {}, warn() {}, error: (_details, message) => errors.push(message) },
       });
       await dispatcher.start();

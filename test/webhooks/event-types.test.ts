@@ -12,6 +12,7 @@ import type {
 import { buildServices } from '../../src/services/services.ts';
 import { WebhookDispatcher } from '../../src/webhooks/delivery.ts';
 import { createTestContext, STORES, seedAccount, type TestContext } from '../helpers.ts';
+import { testDispatcher } from './dispatcher.ts';
 import { importRecords, incident } from './feed.ts';
 import { type Received, Receiver } from './receiver.ts';
 import { until } from '../wait.ts';
@@ -152,18 +153,11 @@ for (const store of STORES) {
     async function startDispatcher(batchSize?: number, db = ctx.db): Promise<void> {
       const { config, runtime } = ctx;
       const services = buildServices({ ...runtime.database, db }, config, runtime.outbound);
-      dispatcher = new WebhookDispatcher({
+      dispatcher = testDispatcher(ctx, {
         db,
         feed: services.changeFeed,
         secrets: services.webhooks,
-        store: runtime.database.store,
-        databaseUrl: config.migrationDatabaseUrl,
-        outbound: runtime.outbound,
-        leaseSeconds: config.webhookLeaseSeconds,
-        timeoutMs: config.webhookTimeoutMs,
-        disableAfterHours: config.webhookDisableAfterHours,
-        batchSize,
-        logger: { info() {}, warn() {}, error() {} },
+        ...(batchSize === undefined ? {} : { batchSize }),
       });
       await dispatcher.start();
     }

@@ -20,6 +20,7 @@ import { WebhookDispatcher } from '../../src/webhooks/delivery.ts';
 import { type HostRate, HostRateLimiter } from '../../src/webhooks/host-rate.ts';
 import { createTestContext, REDIS_URL, STORES, seedAccount, type TestContext } from '../helpers.ts';
 import { until } from '../wait.ts';
+import { testDispatcher } from './dispatcher.ts';
 import { importRecords, incident } from './feed.ts';
 import { type Received, Receiver } from './receiver.ts';
 
@@ -131,20 +132,7 @@ for (const [index, store] of STORES.entries()) {
       hostRate: HostRate,
       db: Kysely<Database> = ctx.db,
     ): Promise<WebhookDispatcher> {
-      const { config, runtime } = ctx;
-      const dispatcher = new WebhookDispatcher({
-        db,
-        feed: runtime.services.changeFeed,
-        secrets: runtime.services.webhooks,
-        store: runtime.database.store,
-        databaseUrl: config.migrationDatabaseUrl,
-        outbound: runtime.outbound,
-        leaseSeconds: config.webhookLeaseSeconds,
-        timeoutMs: config.webhookTimeoutMs,
-        disableAfterHours: config.webhookDisableAfterHours,
-        hostRate,
-        logger: { info() {}, warn() {}, error() {} },
-      });
+      const dispatcher = testDispatcher(ctx, { db, hostRate });
       dispatchers.push(dispatcher);
       await dispatcher.start();
       return dispatcher;

@@ -5,6 +5,7 @@ import { WebhookDispatcher } from '../../src/webhooks/delivery.ts';
 import type { DeliveryFeed } from '../../src/webhooks/fetch-batch.ts';
 import { createTestContext, STORES, seedAccount, type TestContext } from '../helpers.ts';
 import { until } from '../wait.ts';
+import { testDispatcher } from './dispatcher.ts';
 import { importRecords, incident } from './feed.ts';
 import { Receiver } from './receiver.ts';
 
@@ -101,17 +102,9 @@ for (const store of STORES) {
       clock,
       feed = ctx.runtime.services.changeFeed,
     }: { clock?: () => number; feed?: DeliveryFeed } = {}): Promise<WebhookDispatcher> {
-      const { config, runtime } = ctx;
-      const dispatcher = new WebhookDispatcher({
-        db: ctx.db,
+      const dispatcher = testDispatcher(ctx, {
         feed,
-        secrets: runtime.services.webhooks,
-        store: runtime.database.store,
-        databaseUrl: config.migrationDatabaseUrl,
-        outbound: runtime.outbound,
         leaseSeconds: LONG_LEASE_SECONDS,
-        timeoutMs: config.webhookTimeoutMs,
-        disableAfterHours: config.webhookDisableAfterHours,
         ...(clock === undefined ? {} : { clock }),
         logger: {
           info() {},
